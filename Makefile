@@ -1,0 +1,53 @@
+# pitstop — two commands on a fresh machine: `make demo` and `make test`.
+SHELL := /bin/bash
+PY ?= python3.11
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+PYTEST_ARGS ?=
+
+.PHONY: demo test lint bench fmt clean venv sysdeps
+
+venv: $(STAMP)
+
+# The venv is rebuilt whenever pyproject.toml changes, so a fresh clone and an old
+# checkout converge on the same set of packages.
+$(STAMP): pyproject.toml
+	@test -x $(BIN)/python || $(PY) -m venv $(VENV) || python3 -m venv $(VENV)
+	$(BIN)/python -m pip install -q -U pip
+	$(BIN)/python -m pip install -q -e '.[dev]'
+	@touch $(STAMP)
+
+# System packages the real-component tests need (OpenSSH server for the SSH modules).
+# Installed only when missing and only when we may (root); otherwise those tests say why
+# they cannot run.
+sysdeps:
+	@if ! command -v sshd >/dev/null 2>&1 && ! test -x /usr/sbin/sshd; then \
+		if [ "$$(id -u)" = "0" ] && command -v apt-get >/dev/null 2>&1; then \
+			echo "installing openssh-server"; \
+			(apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq openssh-server >/dev/null) \
+				|| echo "warning: could not install openssh-server"; \
+		else echo "note: sshd missing and not root; SSH tests will be skipped with a reason"; fi; \
+	fi
+
+lint: $(STAMP)
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+	$(BIN)/mypy
+
+fmt: $(STAMP)
+	$(BIN)/ruff format .
+	$(BIN)/ruff check --fix .
+
+test: $(STAMP) sysdeps lint
+	$(BIN)/pytest -q $(PYTEST_ARGS)
+
+demo: $(STAMP) sysdeps
+	$(BIN)/pitstop demo
+
+bench: $(STAMP) sysdeps
+	@for b in bench/*.py; do echo "== $$b"; $(BIN)/python $$b || exit 1; done
+
+clean:
+	-$(BIN)/pitstop dev down 2>/dev/null
+	rm -rf $(VENV) .pitstop .pytest_cache .mypy_cache .ruff_cache
