@@ -187,6 +187,6 @@ def lower_bound_makespan(
         per_domain: dict[str, float] = {}
         for host, seconds in durations.items():
             key = domain_of.get(host, "")
-        per_domain[key] = per_domain.get(key, 0.0) + seconds
+            per_domain[key] = per_domain.get(key, 0.0) + seconds
         bound = max(bound, max(per_domain.values()) / max_unavailable_per_domain)
     return bound

@@ -114,7 +114,7 @@ def test_window_never_exceeds_limits_and_stops_once_budget_spent(
     limits = RolloutLimits(
         max_in_flight=window, max_unavailable_per_domain=per_domain, max_fail_percentage=max_fail
     )
-    state, snapshots, late = simulate(hosts, domains, durations, fails, limits)
+    _, snapshots, late = simulate(hosts, domains, durations, fails, limits)
 
     for _, in_flight in snapshots:
         assert len(in_flight) <= window
