@@ -84,10 +84,12 @@ class RolloutState:
     skipped: set[str] = field(default_factory=set)
     # Hosts per domain that were already unavailable before the stage started.
     already_unavailable: Mapping[str, int] = field(default_factory=dict)
+    # Serial batches: only these hosts may start now (None = every host of the stage).
+    eligible: set[str] | None = None
 
     def pending(self) -> list[str]:
         finished = self.in_flight | self.done | self.failed | self.skipped
-        return [h for h in self.hosts if h not in finished]
+        return [h for h in self.hosts if h not in finished and (self.eligible is None or h in self.eligible)]
 
     def domain(self, host: str) -> str:
         return self.domain_of.get(host, "")

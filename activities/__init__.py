@@ -1,0 +1,14 @@
+"""Activities: every side effect pitstop has, one module per external system.
+
+`ACTIVITIES` is the registry `python worker.py` serves; add each activity function here.
+Plain `def` activities run on the worker's thread pool; `async def` ones on its event loop.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from activities.plan import load_plan
+
+ACTIVITIES: list[Callable[..., Any]] = [load_plan]

@@ -1,0 +1,252 @@
+"""`plan.load`: runbook + inventory -> a validated, resolved Plan with content hashes.
+
+Everything the run does afterwards is driven by this Plan as recorded in history, so the
+run is deterministic on replay and auditable: which hosts, in which stages, with which
+variables, gates and module settings.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path, PurePosixPath
+from typing import Any
+
+from temporalio import activity
+from temporalio.exceptions import ApplicationError
+
+from pitstop.approvals import GateRule
+from pitstop.contracts import ModuleExec, Plan, PlanHashes, PlannedStage, RetryExec, RunRequest
+from pitstop.modules import get_module
+from pitstop.runbook import (
+    Inventory,
+    PatternError,
+    Runbook,
+    RunbookError,
+    TemplateError,
+    load_inventory,
+    load_runbook,
+    render,
+)
+
+LOCALHOST = "localhost"
+
+
+def runbook_dir() -> Path:
+    return Path(os.environ.get("PITSTOP_RUNBOOK_DIR", "runbooks"))
+
+
+@activity.defn(name="plan.load")
+async def load_plan(request: RunRequest) -> Plan:
+    try:
+        return build_plan(request, default_queue=activity.info().task_queue)
+    except (RunbookError, PatternError, TemplateError, ValueError) as exc:
+        raise ApplicationError(str(exc), type="InvalidArgs", non_retryable=True) from None
+
+
+def build_plan(
+    request: RunRequest, default_queue: str = "pitstop", inventory_override: Inventory | None = None
+) -> Plan:
+    with _sources(request) as (base, shown):
+        try:
+            inventory = inventory_override or _inventory(request, base)
+            runbook = load_runbook(base / request.runbook, inventory)
+            if shown:
+                runbook = Runbook.model_validate(_strip_prefix(runbook.model_dump(), shown))
+        except RunbookError as exc:
+            raise RunbookError(
+                exc.message,
+                path=exc.path.replace(shown, ""),
+                line=exc.line,
+                column=exc.column,
+                key=exc.key,
+                suggestion=exc.suggestion,
+            ) from None
+    return plan_from(runbook, inventory, request, default_queue)
+
+
+def plan_from(runbook: Runbook, inventory: Inventory, request: RunRequest, default_queue: str) -> Plan:
+    limit = set(inventory.resolve(request.limit)) if request.limit else None
+    hostvars: dict[str, dict[str, Any]] = {}
+    stages: list[PlannedStage] = []
+    for stage in runbook.stages:
+        hosts = [h for h in _stage_hosts(inventory, stage.hosts) if limit is None or h in limit]
+        domains: dict[str, str] = {}
+        for host in hosts:
+            hv = hostvars.setdefault(host, _hostvars(inventory, host))
+            domains[host] = _domain(stage.rolling.domain if stage.rolling else None, hv, runbook, stage.vars)
+        stages.append(PlannedStage(name=stage.name, hosts=hosts, domains=domains))
+    hostvars.setdefault(LOCALHOST, _hostvars(inventory, LOCALHOST))
+    cluster = inventory.cluster
+    plan_body = {
+        "runbook": _canonical(runbook.model_dump(mode="json")),
+        "stages": [s.model_dump(mode="json") for s in stages],
+    }
+    hashes = PlanHashes(
+        runbook=_sha(plan_body["runbook"]),
+        inventory=_sha({h: hostvars[h] for h in sorted(hostvars)} | {"cluster": _dump(cluster)}),
+        hosts=_sha(plan_body["stages"]),
+        content=_sha(
+            {
+                **plan_body,
+                "hostvars": hostvars,
+                "vars": request.vars,
+                "limit": request.limit,
+                "tags": request.tags,
+                "skip_tags": request.skip_tags,
+            }
+        ),
+    )
+    return Plan(
+        runbook=runbook,
+        stages=stages,
+        hostvars=hostvars,
+        gates=_gates(runbook),
+        modules=_modules(runbook),
+        cluster=cluster,
+        # Module activities go to the cluster's own queue when the inventory names one
+        # (a worker next to that cluster), otherwise to the queue this run is served on.
+        task_queue=(cluster.task_queue if cluster and cluster.task_queue else default_queue),
+        extra_vars=request.vars,
+        check_mode=request.check_mode,
+        tags=request.tags,
+        skip_tags=request.skip_tags,
+        hashes=hashes,
+    )
+
+
+def _stage_hosts(inventory: Inventory, pattern: str) -> list[str]:
+    if pattern.strip() in (LOCALHOST, "127.0.0.1") and LOCALHOST not in inventory.hosts:
+        return [LOCALHOST]
+    return inventory.resolve(pattern)
+
+
+def _hostvars(inventory: Inventory, host: str) -> dict[str, Any]:
+    if host in inventory.hosts:
+        return inventory.hostvars(host)
+    return {"inventory_hostname": host, "group_names": []}
+
+
+def _domain(
+    expression: str | None, hostvars: dict[str, Any], runbook: Runbook, stage_vars: dict[str, Any]
+) -> str:
+    if expression is None:
+        return str(hostvars.get("failure_domain", ""))
+    try:
+        value = render(expression, {**hostvars, **runbook.vars, **stage_vars})
+    except TemplateError as exc:
+        raise ValueError(f"rolling.domain for host {hostvars.get('inventory_hostname')}: {exc}") from None
+    return str(value)
+
+
+def _gates(runbook: Runbook) -> dict[str, GateRule]:
+    gates: dict[str, GateRule] = {}
+
+    def rule(gate_id: str, gate: Any) -> GateRule:
+        return GateRule(
+            gate_id=gate_id,
+            prompt=gate.prompt or "",
+            approvers=sorted(runbook.expand_approvers(gate.approvers)),
+            quorum=gate.quorum,
+            four_eyes=gate.four_eyes,
+            require_comment=gate.require_comment,
+            timeout_seconds=gate.timeout,
+            on_timeout=gate.on_timeout,
+            escalate_to=sorted(runbook.expand_approvers(gate.escalate_to)),
+            slack_channel=gate.slack_channel,
+        )
+
+    for stage in runbook.stages:
+        if stage.gate is not None:
+            if stage.gate.before:
+                gates[f"{stage.name}:before"] = rule(f"{stage.name}:before", stage.gate)
+            if stage.gate.after:
+                gates[f"{stage.name}:after"] = rule(f"{stage.name}:after", stage.gate)
+    for task in runbook.all_tasks():
+        if task.gate is not None:
+            template = task.gate.name or task.task_id
+            gates[template] = rule(template, task.gate)
+    return gates
+
+
+def _modules(runbook: Runbook) -> dict[str, ModuleExec]:
+    out: dict[str, ModuleExec] = {}
+    for task in runbook.all_tasks():
+        if task.module is None or task.module in out:
+            continue
+        spec = get_module(task.module)
+        if spec is None:  # the loader already refuses unknown modules
+            raise ValueError(f"unknown module {task.module!r}")
+        out[task.module] = ModuleExec(
+            module=spec.name,
+            activity=spec.activity_name,
+            pure=spec.pure,
+            supports_check_mode=spec.supports_check_mode,
+            start_to_close_s=spec.start_to_close.total_seconds(),
+            heartbeat_s=spec.heartbeat_timeout.total_seconds() if spec.heartbeat_timeout else None,
+            retry=RetryExec(
+                maximum_attempts=spec.retry.maximum_attempts,
+                initial_interval_s=spec.retry.initial_interval.total_seconds(),
+                backoff_coefficient=spec.retry.backoff_coefficient,
+                maximum_interval_s=spec.retry.maximum_interval.total_seconds(),
+                non_retryable_error_types=list(spec.retry.non_retryable_error_types),
+            ),
+        )
+    return out
+
+
+def _inventory(request: RunRequest, base: Path) -> Inventory:
+    if request.inventory is None:
+        return Inventory(hosts={}, groups={})
+    return load_inventory(base / request.inventory)
+
+
+@contextmanager
+def _sources(request: RunRequest) -> Iterator[tuple[Path, str]]:
+    """The directory the request's paths are relative to: a bundle written to a scratch
+    directory, or the worker's runbook directory."""
+    if not request.files:
+        yield runbook_dir(), ""
+        return
+    with tempfile.TemporaryDirectory(prefix="pitstop-plan-") as tmp:
+        root = Path(tmp)
+        for name, text in request.files.items():
+            rel = PurePosixPath(name)
+            if rel.is_absolute() or ".." in rel.parts:
+                raise ValueError(f"bundle path {name!r} must be relative and stay inside the bundle")
+            target = root / rel
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_text(text, encoding="utf-8")
+        yield root, f"{root}/"
+
+
+def _canonical(value: Any) -> Any:
+    """The runbook without source positions: moving a comment does not change the plan."""
+    if isinstance(value, dict):
+        return {k: _canonical(v) for k, v in value.items() if k not in ("source", "path")}
+    if isinstance(value, list):
+        return [_canonical(v) for v in value]
+    return value
+
+
+def _strip_prefix(value: Any, prefix: str) -> Any:
+    """Show bundle paths as the operator wrote them, not as the scratch directory holds them."""
+    if isinstance(value, dict):
+        return {k: _strip_prefix(v, prefix) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_strip_prefix(v, prefix) for v in value]
+    if isinstance(value, str) and value.startswith(prefix):
+        return value[len(prefix) :]
+    return value
+
+
+def _dump(value: Any) -> Any:
+    return value.model_dump(mode="json") if value is not None else None
+
+
+def _sha(value: Any) -> str:
+    return hashlib.sha256(json.dumps(value, sort_keys=True, default=str).encode()).hexdigest()

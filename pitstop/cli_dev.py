@@ -1,0 +1,166 @@
+"""`pitstop dev up|down|status`: the embedded stack from the command line."""
+
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from pitstop.devstack import ALL_PARTS, DevStack, DevStackError, PartName, PartStatus, StackConfig
+
+dev_app = typer.Typer(
+    help="The embedded stack (Temporal dev server, S3, etcd) on loopback, for demos and tests.",
+    no_args_is_help=True,
+    add_completion=False,
+)
+
+console = Console()
+err_console = Console(stderr=True)
+
+HomeOpt = Annotated[
+    Path | None, typer.Option("--home", help="State directory (default: $PITSTOP_HOME or ./.pitstop).")
+]
+TemporalPortOpt = Annotated[
+    int | None, typer.Option(help="Temporal gRPC port (default: $PITSTOP_TEMPORAL_PORT or 7233).")
+]
+UiPortOpt = Annotated[int | None, typer.Option(help="Temporal UI port (default: $PITSTOP_UI_PORT or 8233).")]
+S3PortOpt = Annotated[int | None, typer.Option(help="S3 (moto) port (default: $PITSTOP_S3_PORT or 9000).")]
+EtcdPortOpt = Annotated[
+    int | None, typer.Option(help="etcd client port (default: $PITSTOP_ETCD_PORT or 2379).")
+]
+EtcdPeerPortOpt = Annotated[
+    int | None, typer.Option(help="etcd peer port (default: $PITSTOP_ETCD_PEER_PORT or 2380).")
+]
+
+
+def _config(
+    home: Path | None,
+    temporal_port: int | None = None,
+    ui_port: int | None = None,
+    s3_port: int | None = None,
+    etcd_port: int | None = None,
+    etcd_peer_port: int | None = None,
+    parts: tuple[PartName, ...] | None = None,
+) -> StackConfig:
+    """Saved config of the home (ports `up` used last), then environment, then options."""
+    home = home or Path(os.environ.get("PITSTOP_HOME") or StackConfig().home)
+    return StackConfig.from_env(
+        base=StackConfig.saved(home),
+        home=home,
+        temporal_port=temporal_port,
+        ui_port=ui_port,
+        s3_port=s3_port,
+        etcd_client_port=etcd_port,
+        etcd_peer_port=etcd_peer_port,
+        parts=parts,
+    )
+
+
+def _parse_parts(raw: str | None) -> tuple[PartName, ...] | None:
+    if raw is None:
+        return None
+    chosen: list[PartName] = []
+    for name in (p.strip() for p in raw.split(",") if p.strip()):
+        match = [p for p in ALL_PARTS if p == name]
+        if not match:
+            raise typer.BadParameter(f"unknown part {name!r} (choose from {', '.join(ALL_PARTS)})")
+        chosen.append(match[0])
+    return tuple(chosen)
+
+
+def _status_table(stack: DevStack, statuses: list[PartStatus], title: str) -> Table:
+    table = Table(title=title)
+    table.add_column("part")
+    table.add_column("listens on")
+    table.add_column("pid", justify="right")
+    table.add_column("running")
+    table.add_column("healthy")
+    table.add_column("detail", overflow="fold")
+    for s in statuses:
+        table.add_row(
+            s.name,
+            s.endpoint if s.name != "temporal" else f"{s.endpoint} (UI {stack.ui_url})",
+            str(s.pid) if s.pid is not None else "-",
+            "[green]yes[/]" if s.running else "[red]no[/]",
+            "[green]yes[/]" if s.healthy else "[red]no[/]",
+            "" if s.healthy else s.detail,
+        )
+    return table
+
+
+@dev_app.command()
+def up(
+    home: HomeOpt = None,
+    temporal_port: TemporalPortOpt = None,
+    ui_port: UiPortOpt = None,
+    s3_port: S3PortOpt = None,
+    etcd_port: EtcdPortOpt = None,
+    etcd_peer_port: EtcdPeerPortOpt = None,
+    parts: Annotated[
+        str | None, typer.Option(help="Comma-separated parts to start (default: temporal,s3,etcd).")
+    ] = None,
+    timeout: Annotated[float, typer.Option(help="Seconds to wait for every part to be healthy.")] = 30.0,
+) -> None:
+    """Start the stack (a no-op for parts already running) and print where each part listens."""
+    wanted = _config(home, temporal_port, ui_port, s3_port, etcd_port, etcd_peer_port, _parse_parts(parts))
+    stack = DevStack(wanted)
+    saved = StackConfig.saved(wanted.home)
+    if saved is not None and any(stack.running_pid(p) is not None for p in ALL_PARTS):
+        # Already (partly) running: its ports are fixed until `down`; report those.
+        if saved.model_copy(update={"parts": wanted.parts}) != wanted:
+            err_console.print(
+                "[yellow]the stack is already running; keeping its ports (run `pitstop dev down` "
+                "to change them)[/]"
+            )
+        stack = DevStack(saved.model_copy(update={"parts": wanted.parts}))
+    started = time.monotonic()
+    try:
+        statuses = stack.up(timeout=timeout)
+    except DevStackError as exc:
+        err_console.print(f"[red]pitstop dev up failed:[/] {exc}", highlight=False)
+        raise typer.Exit(code=1) from None
+    elapsed = time.monotonic() - started
+    console.print(_status_table(stack, statuses, f"pitstop dev stack ({elapsed:.1f}s)"))
+    console.print(f"Temporal UI: [link={stack.ui_url}]{stack.ui_url}[/link]", highlight=False)
+    console.print(f"TEMPORAL_ADDRESS={stack.temporal_address}", highlight=False)
+    console.print(f"logs: {stack.log_dir}", highlight=False)
+    if not all(s.healthy for s in statuses):
+        raise typer.Exit(code=1)
+
+
+@dev_app.command()
+def down(
+    home: HomeOpt = None,
+    grace: Annotated[float, typer.Option(help="Seconds between SIGTERM and SIGKILL.")] = 10.0,
+) -> None:
+    """Stop every part of the stack in the home directory."""
+    stack = DevStack(_config(home))
+    try:
+        stopped = stack.down(grace=grace)
+    except DevStackError as exc:
+        err_console.print(f"[red]pitstop dev down failed:[/] {exc}", highlight=False)
+        raise typer.Exit(code=1) from None
+    if stopped:
+        console.print(f"stopped: {', '.join(stopped)}", highlight=False)
+    else:
+        console.print(f"nothing was running in {stack.home}", highlight=False)
+
+
+@dev_app.command()
+def status(home: HomeOpt = None) -> None:
+    """Show running/healthy per part; exit code 1 when any part is down or unhealthy."""
+    stack = DevStack(_config(home))
+    statuses = stack.status()
+    console.print(_status_table(stack, statuses, f"pitstop dev stack in {stack.home}"))
+    if not all(s.running and s.healthy for s in statuses):
+        raise typer.Exit(code=1)
+
+
+if __name__ == "__main__":
+    # `python -m pitstop.cli_dev up` works even when another CLI area fails to import.
+    dev_app()

@@ -1,0 +1,373 @@
+"""Typed messages between the CLI, the workflows and the activities.
+
+Everything that crosses a Temporal boundary (workflow input, activity input/output,
+Update/Signal/Query payloads, the final report) is one of these pydantic models. The
+workflows import this module through `imports_passed_through`, so it must stay free of
+I/O and of client libraries.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from pitstop.approvals import Decision, GateRule, GateState, VoteRecord
+from pitstop.runbook.inventory import ClusterConfig
+from pitstop.runbook.models import Runbook, Task
+
+__all__ = [
+    "Decision",
+    "GateClosed",
+    "GateRule",
+    "GateState",
+    "HostGateRequest",
+    "HostInput",
+    "HostResult",
+    "ModuleCall",
+    "ModuleExec",
+    "ModuleResult",
+    "Plan",
+    "PlanHashes",
+    "PlannedStage",
+    "RunOnceClaim",
+    "RunOnceReply",
+    "RunProgress",
+    "RunReport",
+    "RunRequest",
+    "RunStatus",
+    "StageProgress",
+    "StageReport",
+    "StageStatus",
+    "TaskOutcome",
+    "VoteRecord",
+]
+
+# Output kept in workflow history is bounded; larger logs belong in an artifact store.
+MAX_FIELD_BYTES = 64 * 1024
+
+
+def bound_text(text: str | None, limit: int = MAX_FIELD_BYTES) -> str | None:
+    if text is None:
+        return None
+    raw = text.encode()
+    if len(raw) <= limit:
+        return text
+    head = raw[: limit - 200].decode(errors="ignore")
+    return f"{head}\n... [{len(raw) - limit + 200} bytes truncated by pitstop]"
+
+
+class RunRequest(BaseModel):
+    """What starts a run: from the Temporal UI (one JSON object), the CLI, or a Schedule.
+
+    `runbook` and `inventory` are paths relative to the worker's runbook directory
+    (PITSTOP_RUNBOOK_DIR, default `runbooks/`), unless `files` carries them: the CLI sends
+    the runbook, its imported task files and the inventory as a bundle, so the worker
+    plans exactly what the operator has on disk.
+    """
+
+    model_config = ConfigDict(extra="forbid")
+
+    runbook: str = Field(description="Runbook path, e.g. 'gpu-node-maintenance.yaml'.")
+    inventory: str | None = Field(default=None, description="Inventory path, e.g. 'inventories/sim.yaml'.")
+    files: dict[str, str] = Field(default_factory=dict, description="Bundle: relative path -> YAML text.")
+    limit: str | None = Field(default=None, description="Host pattern further limiting every stage.")
+    vars: dict[str, Any] = Field(default_factory=dict, description="Extra vars (highest precedence).")
+    check_mode: bool = False
+    tags: list[str] = Field(default_factory=list)
+    skip_tags: list[str] = Field(default_factory=list)
+    requested_by: str = "unknown"
+    # Apply exactly what a plan (check-mode run) showed: refuse when anything changed.
+    plan_of: str | None = Field(default=None, description="Run id of the approved plan.")
+    expected_hashes: PlanHashes | None = None
+    # Bounds one execution's history: after this many host launches the run continues as
+    # new (between launches, with no host in flight), carrying its state in `state`.
+    max_launches_per_execution: int = Field(default=400, ge=1)
+    state: RunProgress | None = Field(default=None, description="Internal: carried across continue-as-new.")
+
+
+class PlanHashes(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+    runbook: str
+    inventory: str
+    hosts: str
+    content: str
+
+    def differences(self, other: PlanHashes) -> list[str]:
+        names = ("runbook", "inventory", "hosts")
+        return [n for n in names if getattr(self, n) != getattr(other, n)]
+
+
+class RetryExec(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+    maximum_attempts: int
+    initial_interval_s: float
+    backoff_coefficient: float
+    maximum_interval_s: float
+    non_retryable_error_types: list[str]
+
+
+class ModuleExec(BaseModel):
+    """How the engine calls one module (from the registry, fixed in the plan)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    module: str
+    activity: str
+    pure: bool
+    supports_check_mode: bool
+    start_to_close_s: float
+    heartbeat_s: float | None
+    retry: RetryExec
+
+
+class PlannedStage(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+    name: str
+    hosts: list[str]
+    domains: dict[str, str] = Field(default_factory=dict)
+
+
+class Plan(BaseModel):
+    """Runbook + inventory, validated and resolved, recorded in history by `plan.load`."""
+
+    runbook: Runbook
+    stages: list[PlannedStage]
+    hostvars: dict[str, dict[str, Any]]
+    gates: dict[str, GateRule]
+    modules: dict[str, ModuleExec]
+    cluster: ClusterConfig | None = None
+    task_queue: str
+    extra_vars: dict[str, Any] = Field(default_factory=dict)
+    check_mode: bool = False
+    tags: list[str] = Field(default_factory=list)
+    skip_tags: list[str] = Field(default_factory=list)
+    hashes: PlanHashes
+
+
+class ModuleCall(BaseModel):
+    """Input of every module activity."""
+
+    module: str
+    host: str
+    args: dict[str, Any]
+    check_mode: bool = False
+    run_id: str
+    task_path: str
+    host_vars: dict[str, Any] = Field(default_factory=dict)
+    cluster: ClusterConfig | None = None
+
+
+class ModuleResult(BaseModel):
+    """Output of every module, pure or activity. Text fields are bounded for history."""
+
+    changed: bool = False
+    failed: bool = False
+    skipped: bool = False
+    msg: str = ""
+    data: dict[str, Any] = Field(default_factory=dict)
+    rc: int | None = None
+    stdout: str | None = None
+    stderr: str | None = None
+    diff: str | None = None
+
+    @field_validator("stdout", "stderr", "diff", "msg")
+    @classmethod
+    def _bounded(cls, value: str | None) -> str | None:
+        return bound_text(value)
+
+    def as_var(self) -> dict[str, Any]:
+        """The registered variable, shaped as Ansible users expect (`result.rc`, `result.failed`)."""
+        out: dict[str, Any] = dict(self.data)
+        out.update(
+            changed=self.changed,
+            failed=self.failed,
+            skipped=self.skipped,
+            msg=self.msg,
+        )
+        for key in ("rc", "stdout", "stderr"):
+            value = getattr(self, key)
+            if value is not None:
+                out[key] = value
+        if self.stdout is not None:
+            out["stdout_lines"] = self.stdout.splitlines()
+        return out
+
+
+TaskStatus = Literal["ok", "changed", "failed", "skipped", "ignored", "rescued", "aborted"]
+HostState = Literal["pending", "running", "ok", "failed", "skipped", "aborted"]
+
+
+class TaskOutcome(BaseModel):
+    task_id: str
+    name: str
+    module: str | None
+    status: TaskStatus
+    msg: str = ""
+    attempts: int = 1
+    started_at: datetime
+    ended_at: datetime
+    data: dict[str, Any] = Field(default_factory=dict)
+
+
+class HostInput(BaseModel):
+    """Input of one HostWorkflow: one host's task list in one stage."""
+
+    run_workflow_id: str
+    run_id: str
+    stage: str
+    host: str
+    tasks: list[Task]
+    handlers: list[Task] = Field(default_factory=list)
+    vars: dict[str, Any]
+    hostvars: dict[str, dict[str, Any]]
+    modules: dict[str, ModuleExec]
+    task_queue: str
+    cluster: ClusterConfig | None = None
+    check_mode: bool = False
+    tags: list[str] = Field(default_factory=list)
+    skip_tags: list[str] = Field(default_factory=list)
+    approvers: dict[str, list[str]] = Field(default_factory=dict)
+    requested_by: str = "unknown"
+
+
+class HostResult(BaseModel):
+    host: str
+    stage: str
+    status: HostState
+    msg: str = ""
+    failed_task: str | None = None
+    tasks: list[TaskOutcome] = Field(default_factory=list)
+    registered: dict[str, Any] = Field(default_factory=dict)
+    changed: int = 0
+    started_at: datetime
+    ended_at: datetime
+
+
+StageState = Literal[
+    "pending", "waiting_gate", "running", "observing", "ok", "failed", "rolled_back", "skipped", "aborted"
+]
+RunState = Literal[
+    "planning",
+    "running",
+    "waiting_gate",
+    "paused",
+    "rolling_back",
+    "succeeded",
+    "completed_with_failures",
+    "failed",
+    "rolled_back",
+    "aborted",
+]
+
+
+class StageStatus(BaseModel):
+    name: str
+    status: StageState = "pending"
+    hosts: dict[str, HostState] = Field(default_factory=dict)
+    blocked_reason: str | None = None
+    rollback_reason: str | None = None
+
+
+class RunStatus(BaseModel):
+    """Answer of the `status` Query: what an operator sees in `pitstop status`."""
+
+    run_id: str
+    runbook: str
+    requested_by: str
+    check_mode: bool
+    status: RunState
+    current_stage: str | None = None
+    paused: bool = False
+    stages: list[StageStatus] = Field(default_factory=list)
+    gates: list[GateState] = Field(default_factory=list)
+    rollback_reason: str | None = None
+    plan_hash: str | None = None
+
+
+class StageReport(BaseModel):
+    name: str
+    status: StageState
+    hosts: list[HostResult] = Field(default_factory=list)
+    rollback_reason: str | None = None
+    rollback_hosts: list[HostResult] = Field(default_factory=list)
+    observations: list[HostResult] = Field(default_factory=list)
+
+
+class RunReport(BaseModel):
+    """The run's outcome, kept in history as the change record's source."""
+
+    run_id: str
+    runbook: str
+    requested_by: str
+    check_mode: bool
+    status: RunState
+    started_at: datetime
+    ended_at: datetime
+    hashes: PlanHashes | None = None
+    stages: list[StageReport] = Field(default_factory=list)
+    gates: list[GateState] = Field(default_factory=list)
+    rollback_reason: str | None = None
+    run_rollback: list[HostResult] = Field(default_factory=list)
+    msg: str = ""
+
+
+class HostGateRequest(BaseModel):
+    """A host reached a `gate:` task; the parent opens the gate and answers with GateClosed."""
+
+    gate_id: str
+    template: str
+    host: str
+
+
+class GateClosed(BaseModel):
+    gate_id: str
+    approved: bool
+    reason: str
+
+
+class RunOnceClaim(BaseModel):
+    """A host reached a `run_once` task; the first claim in the stage runs it."""
+
+    task_id: str
+    host: str
+
+
+class RunOnceReply(BaseModel):
+    task_id: str
+    owner: str
+    result: ModuleResult | None = None
+
+
+StagePhase = Literal["gate_before", "hosts", "observe", "gate_after", "done"]
+
+
+class StageProgress(BaseModel):
+    phase: StagePhase = "gate_before"
+    started: list[str] = Field(default_factory=list)
+    done: list[str] = Field(default_factory=list)
+    failed: list[str] = Field(default_factory=list)
+    skipped: list[str] = Field(default_factory=list)
+    observe_round: int = 0
+
+
+class RunProgress(BaseModel):
+    """The whole state of a run, so that continue-as-new is one call."""
+
+    plan: Plan
+    started_at: datetime
+    stage_index: int = 0
+    stage: StageProgress = Field(default_factory=StageProgress)
+    reports: list[StageReport] = Field(default_factory=list)
+    statuses: list[StageStatus] = Field(default_factory=list)
+    gates: dict[str, GateState] = Field(default_factory=dict)
+    run_once: dict[str, RunOnceReply] = Field(default_factory=dict)
+    rollback_reason: str | None = None
+    executions: int = 1
+
+
+RunRequest.model_rebuild()

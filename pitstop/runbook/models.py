@@ -1,0 +1,275 @@
+"""The runbook as the engine sees it: frozen pydantic models, already validated.
+
+The YAML shape (one module key per task, `loop_control`, `import_tasks`, top-level `tasks`)
+is turned into these by `pitstop.runbook.validate`; these models never see raw YAML.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import warnings
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, RootModel, WithJsonSchema
+
+from pitstop.runbook.durations import Duration
+
+_PERCENT = re.compile(r"\s*(\d+(?:\.\d+)?)\s*%\s*")
+
+
+def _count_or_percent(value: Any) -> int | str:
+    if isinstance(value, bool):
+        raise ValueError(f"{value!r} is not a host count or a percentage like '25%'")
+    if isinstance(value, int):
+        if value < 1:
+            raise ValueError(f"{value} is not allowed: a host count must be at least 1")
+        return value
+    if isinstance(value, str):
+        match = _PERCENT.fullmatch(value)
+        if match:
+            percent = float(match.group(1))
+            if not 0 < percent <= 100:
+                raise ValueError(f"percentage {value!r} must be between 1% and 100%")
+            return f"{match.group(1)}%"
+        if value.strip().isdigit():
+            return _count_or_percent(int(value))
+    raise ValueError(f"{value!r} is not a host count or a percentage like '25%'")
+
+
+COUNT_OR_PERCENT_SCHEMA: dict[str, Any] = {
+    "anyOf": [
+        {"type": "integer", "minimum": 1},
+        {"type": "string", "pattern": r"^\s*\d+(\.\d+)?\s*%\s*$"},
+    ]
+}
+
+# A number of hosts (>= 1) or a percentage of the stage's hosts ("10%").
+CountOrPercent = Annotated[
+    int | str, BeforeValidator(_count_or_percent), WithJsonSchema(COUNT_OR_PERCENT_SCHEMA)
+]
+
+
+def count_of(value: int | str, total: int) -> int:
+    """Hosts meant by `value` out of `total` (percentages round down, but never below 1)."""
+    if isinstance(value, int):
+        return value
+    return max(1, math.floor(total * float(value.rstrip("% ")) / 100))
+
+
+def _str_list(value: Any) -> Any:
+    if value is None:
+        return []
+    if isinstance(value, str):
+        return [value]
+    return value
+
+
+def _expr_list(value: Any) -> Any:
+    # `when: true` and `changed_when: false` are YAML booleans; keep them as expressions.
+    if value is None:
+        return []
+    if not isinstance(value, list):
+        value = [value]
+    return [str(v) if isinstance(v, bool | int | float) else v for v in value]
+
+
+def _optional_expr_list(value: Any) -> Any:
+    return None if value is None else _expr_list(value)
+
+
+STR_OR_LIST_SCHEMA: dict[str, Any] = {
+    "anyOf": [{"type": "string"}, {"type": "array", "items": {"type": "string"}}]
+}
+# A list of names; one name may be written without the list.
+StrList = Annotated[list[str], BeforeValidator(_str_list), WithJsonSchema(STR_OR_LIST_SCHEMA)]
+ExprList = Annotated[list[str], BeforeValidator(_expr_list)]
+Identifier = Annotated[str, Field(pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")]
+
+
+class _Frozen(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class SourcePos(_Frozen):
+    """Where a task was written (for errors, the UI and reports)."""
+
+    path: str
+    line: int
+    column: int
+
+
+class Serial(RootModel[tuple[CountOrPercent, ...]]):
+    """Ansible's `serial`: one batch size, or a ramp `[1, 5, "25%"]` whose last size repeats."""
+
+    model_config = ConfigDict(frozen=True)
+
+    root: tuple[CountOrPercent, ...] = Field(min_length=1)
+
+    def batch_sizes(self, total: int) -> list[int]:
+        sizes: list[int] = []
+        remaining = total
+        index = 0
+        while remaining > 0:
+            size = min(count_of(self.root[min(index, len(self.root) - 1)], total), remaining)
+            sizes.append(size)
+            remaining -= size
+            index += 1
+        return sizes
+
+
+def _serial_input(value: Any) -> Any:
+    if value is None or isinstance(value, Serial):
+        return value
+    if isinstance(value, list | tuple):
+        if not value:
+            raise ValueError("serial ramp list must not be empty")
+        return list(value)
+    return [value]
+
+
+class Rolling(_Frozen):
+    """A sliding window of hosts in flight instead of Ansible's batches."""
+
+    max_in_flight: CountOrPercent = 1
+    max_unavailable_per_domain: int | None = Field(default=None, ge=1)
+    # Expression giving a host's failure domain, e.g. "{{ failure_domain }}".
+    domain: str | None = None
+    order: Literal["inventory", "domain_round_robin"] = "inventory"
+
+
+class Gate(_Frozen):
+    """An approval gate: before/after a stage, or a task in a host's task list."""
+
+    name: str | None = None
+    before: bool = False
+    after: bool = False
+    approvers: Annotated[
+        list[str], BeforeValidator(_str_list), Field(min_length=1), WithJsonSchema(STR_OR_LIST_SCHEMA)
+    ]
+    quorum: int = Field(default=1, ge=1)
+    four_eyes: bool = False
+    require_comment: bool = False
+    timeout: Duration | None = None
+    on_timeout: Literal["reject", "approve", "escalate"] = "reject"
+    escalate_to: StrList = []
+    prompt: str | None = None
+    slack_channel: str | None = None
+
+
+# `register` is also ABCMeta.register on the class; the field is what Ansible users expect,
+# and pydantic only warns that the class attribute is shadowed.
+with warnings.catch_warnings():
+    warnings.filterwarnings("ignore", message='Field name "register"')
+
+    class Task(_Frozen):
+        """One task: a module call, a block, a per-host gate (imports are already expanded)."""
+
+        name: str | None = None
+        module: str | None = None
+        args: dict[str, Any] = {}
+        when: ExprList = []
+        register: Identifier | None = None
+        loop: Any = None
+        loop_var: Identifier = "item"
+        retries: int | None = Field(default=None, ge=0)
+        delay: Duration | None = None
+        until: str | None = None
+        timeout: Duration | None = None
+        ignore_errors: bool = False
+        failed_when: Annotated[list[str] | None, BeforeValidator(_optional_expr_list)] = None
+        changed_when: Annotated[list[str] | None, BeforeValidator(_optional_expr_list)] = None
+        notify: StrList = []
+        tags: StrList = []
+        run_once: bool = False
+        delegate_to: str | None = None
+        check_mode: bool | None = None
+        block: list[Task] | None = None
+        rescue: list[Task] = []
+        always: list[Task] = []
+        gate: Gate | None = None
+        vars: dict[str, Any] = {}
+        source: SourcePos
+        task_id: str
+
+        @property
+        def kind(self) -> Literal["module", "block", "gate"]:
+            if self.block is not None:
+                return "block"
+            if self.gate is not None:
+                return "gate"
+            return "module"
+
+        def walk(self) -> list[Task]:
+            """This task and every task nested in its block/rescue/always, in order."""
+            out = [self]
+            for child in (*(self.block or []), *self.rescue, *self.always):
+                out.extend(child.walk())
+            return out
+
+
+class Observe(_Frozen):
+    """A window after the stage; a failing check is a rollback trigger."""
+
+    duration: Duration
+    interval: Duration = 60.0
+    checks: list[Task] = []
+
+
+class Stage(_Frozen):
+    """Ansible's play: a host pattern and the tasks run on each host."""
+
+    name: str
+    hosts: str
+    serial: Annotated[Serial | None, BeforeValidator(_serial_input)] = None
+    rolling: Rolling | None = None
+    max_fail_percentage: float | None = Field(default=None, ge=0, le=100)
+    any_errors_fatal: bool = False
+    gate: Gate | None = None
+    tasks: list[Task] = []
+    handlers: list[Task] = []
+    rollback_when: ExprList = []
+    rollback: list[Task] = []
+    rollback_run_once: bool = False
+    observe: Observe | None = None
+    vars: dict[str, Any] = {}
+    tags: StrList = []
+    source: SourcePos
+
+
+def _approver_groups(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {k: _str_list(v) for k, v in value.items()}
+    return value
+
+
+class Runbook(_Frozen):
+    """A validated runbook: stages in order, handlers, and run-level rollback."""
+
+    name: str
+    description: str = ""
+    vars: dict[str, Any] = {}
+    approvers: Annotated[dict[str, list[str]], BeforeValidator(_approver_groups)] = {}
+    stages: list[Stage] = Field(min_length=1)
+    handlers: list[Task] = []
+    rollback: list[Task] = []
+    cluster: str | None = None
+    path: str
+
+    def all_tasks(self) -> list[Task]:
+        """Every task of the runbook (nested ones included), in document order."""
+        out: list[Task] = []
+        for stage in self.stages:
+            checks = stage.observe.checks if stage.observe else []
+            for task in (*stage.tasks, *stage.handlers, *stage.rollback, *checks):
+                out.extend(task.walk())
+        for task in (*self.handlers, *self.rollback):
+            out.extend(task.walk())
+        return out
+
+    def expand_approvers(self, approvers: list[str]) -> set[str]:
+        """Users meant by a gate's approvers: group names expand to their members."""
+        users: set[str] = set()
+        for name in approvers:
+            users.update(self.approvers.get(name, [name]))
+        return users

@@ -1,0 +1,85 @@
+"""Connection settings for clients and workers, read from the environment.
+
+The variable names are the ones Temporal's own CLI and SDK environment configuration use
+(`TEMPORAL_ADDRESS`, `TEMPORAL_NAMESPACE`, `TEMPORAL_API_KEY`, `TEMPORAL_TLS*`), so one shell
+set up for `temporal` also drives `pitstop` and `python worker.py`.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from pathlib import Path
+
+from pydantic import BaseModel, ConfigDict, Field, SecretStr
+
+_TRUE = {"1", "true", "yes", "on"}
+_FALSE = {"0", "false", "no", "off", ""}
+
+
+def _parse_bool(name: str, raw: str) -> bool:
+    value = raw.strip().lower()
+    if value in _TRUE:
+        return True
+    if value in _FALSE:
+        return False
+    raise ValueError(f"{name}={raw!r} is not a boolean (use true/false)")
+
+
+class Settings(BaseModel):
+    """Where Temporal is and how to reach it; where pitstop keeps its local state."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    temporal_address: str = "127.0.0.1:7233"
+    temporal_namespace: str = "default"
+    # SecretStr so the key never shows up in a repr, a log line or an error message.
+    temporal_api_key: SecretStr | None = None
+    temporal_tls: bool = False
+    temporal_tls_client_cert_path: Path | None = None
+    temporal_tls_client_key_path: Path | None = None
+    temporal_tls_server_ca_cert_path: Path | None = None
+    temporal_tls_server_name: str | None = None
+    task_queue: str = "pitstop"
+    home: Path = Field(default=Path(".pitstop"))
+    ui_url: str = "http://127.0.0.1:8233"
+
+    @property
+    def tls_enabled(self) -> bool:
+        """TLS is on when asked for, or implied by a certificate or an API key (as in Temporal's SDKs)."""
+        return (
+            self.temporal_tls
+            or self.temporal_tls_client_cert_path is not None
+            or self.temporal_tls_server_ca_cert_path is not None
+            or self.temporal_api_key is not None
+        )
+
+    @classmethod
+    def from_env(cls, environ: Mapping[str, str] = os.environ) -> Settings:
+        """Build settings from environment variables; unset or empty variables keep the defaults."""
+
+        def get(name: str) -> str | None:
+            value = environ.get(name)
+            return value if value else None
+
+        values: dict[str, object] = {}
+        plain = {
+            "TEMPORAL_ADDRESS": "temporal_address",
+            "TEMPORAL_NAMESPACE": "temporal_namespace",
+            "TEMPORAL_API_KEY": "temporal_api_key",
+            "TEMPORAL_TLS_CLIENT_CERT_PATH": "temporal_tls_client_cert_path",
+            "TEMPORAL_TLS_CLIENT_KEY_PATH": "temporal_tls_client_key_path",
+            "TEMPORAL_TLS_SERVER_CA_CERT_PATH": "temporal_tls_server_ca_cert_path",
+            "TEMPORAL_TLS_SERVER_NAME": "temporal_tls_server_name",
+            "PITSTOP_TASK_QUEUE": "task_queue",
+            "PITSTOP_HOME": "home",
+            "PITSTOP_UI_URL": "ui_url",
+        }
+        for env_name, field in plain.items():
+            value = get(env_name)
+            if value is not None:
+                values[field] = value
+        tls = environ.get("TEMPORAL_TLS")
+        if tls is not None:
+            values["temporal_tls"] = _parse_bool("TEMPORAL_TLS", tls)
+        return cls.model_validate(values)

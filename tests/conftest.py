@@ -1,0 +1,94 @@
+"""Shared fixtures. The embedded stack starts only when a test asks for it (lazily), so
+unit tests never pay for it; once started it serves the whole session."""
+
+from __future__ import annotations
+
+import re
+import uuid
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import pytest
+from temporalio.client import Client
+
+from pitstop.client import connect
+from pitstop.devstack import DevStack, free_ports_config
+from pitstop.settings import Settings
+
+if TYPE_CHECKING:
+    from mypy_boto3_s3 import S3Client
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+
+
+@pytest.fixture(scope="session")
+def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DevStack]:
+    """Temporal + S3 + etcd on free loopback ports in a temporary home, for the session.
+
+    Free ports, not the defaults, so tests never touch a developer's own stack on 7233.
+    """
+    config = free_ports_config(tmp_path_factory.mktemp("pitstop-home"))
+    with DevStack(config).running(timeout=60) as running:
+        yield running
+
+
+@pytest.fixture(scope="session")
+def temporal_settings(stack: DevStack) -> Settings:
+    """Settings pointing at the session stack (what `connect` and the worker read)."""
+    return Settings(
+        temporal_address=stack.temporal_address,
+        temporal_namespace="default",
+        home=stack.home,
+        ui_url=stack.ui_url,
+    )
+
+
+@pytest.fixture(scope="session")
+async def temporal_client(temporal_settings: Settings) -> AsyncIterator[Client]:
+    """A client made by `pitstop.client.connect` (pydantic converter, tracing interceptor)."""
+    yield await connect(temporal_settings)
+
+
+@pytest.fixture(scope="session")
+def s3_endpoint(stack: DevStack) -> str:
+    """`http://127.0.0.1:<port>` of the moto S3 server (use path-style addressing)."""
+    return stack.s3_endpoint
+
+
+@pytest.fixture(scope="session")
+def etcd_endpoint(stack: DevStack) -> str:
+    """`http://127.0.0.1:<port>` of the etcd client URL."""
+    return stack.etcd_endpoint
+
+
+@pytest.fixture
+def s3_client(s3_endpoint: str) -> S3Client:
+    """A boto3 S3 client for the moto server (path-style, dummy credentials)."""
+    import boto3
+    from botocore.config import Config
+
+    client: S3Client = boto3.client(
+        "s3",
+        endpoint_url=s3_endpoint,
+        region_name="us-east-1",
+        aws_access_key_id="testing",
+        aws_secret_access_key="testing",
+        config=Config(s3={"addressing_style": "path"}),
+    )
+    return client
+
+
+@pytest.fixture
+def task_queue(request: pytest.FixtureRequest) -> str:
+    """A task queue name unique to this test, so workers of different tests never share work."""
+    name = re.sub(r"[^A-Za-z0-9_-]+", "-", request.node.name)[:60]
+    return f"test-{name}-{uuid.uuid4().hex[:8]}"
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[Any]) -> None:
+    # Everything under tests/integration needs real components: mark it so `-m "not
+    # integration"` gives a fast run.
+    for item in items:
+        if "integration" in Path(str(item.fspath)).parts:
+            item.add_marker(pytest.mark.integration)

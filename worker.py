@@ -1,0 +1,180 @@
+"""`python worker.py`: one pitstop worker process serving one task queue.
+
+Activities: pitstop's activities are mostly blocking I/O (the Kubernetes client, paramiko,
+boto3, etcdctl subprocesses), so plain `def` activities run on a thread pool sized to
+`max_concurrent_activities`; `async def` activities, if any, run on the event loop. On
+SIGTERM/SIGINT the worker stops polling, gives in-flight activities `--grace-seconds` to
+finish, then cancels them (sync activities see the cancellation on their next heartbeat).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import signal
+import sys
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from datetime import timedelta
+from typing import Annotated, Any
+
+import typer
+from temporalio.client import Client
+from temporalio.contrib.opentelemetry import TracingInterceptor
+from temporalio.worker import Interceptor, Worker
+
+from pitstop.client import PitstopConnectionError, connect, tracing_interceptor
+from pitstop.sandbox import workflow_runner
+from pitstop.settings import Settings
+from pitstop.telemetry import setup_tracing, shutdown_tracing
+
+# Two cores on the reference machines; activities mostly wait on the network, so a few
+# per core keeps the host busy without starving the workflow task threads.
+DEFAULT_MAX_CONCURRENT_ACTIVITIES = 16
+DEFAULT_GRACE_SECONDS = 30.0
+
+log = logging.getLogger("pitstop.worker")
+_logging_configured = False
+
+
+class EmptyRegistryError(ValueError):
+    """No workflow and no activity to serve: a worker would only fail inside Temporal."""
+
+
+def configure_logging(level: str = "INFO") -> None:
+    """Configure root logging once per process (later calls do nothing)."""
+    global _logging_configured
+    if _logging_configured:
+        return
+    logging.basicConfig(
+        level=level.upper(),
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+        stream=sys.stderr,
+    )
+    _logging_configured = True
+
+
+def _client_has_tracing(client: Client) -> bool:
+    return any(isinstance(i, TracingInterceptor) for i in client.config().get("interceptors", []))
+
+
+def registered(
+    workflows: Sequence[type] | None = None,
+    activities: Sequence[Callable[..., Any]] | None = None,
+) -> tuple[list[type], list[Callable[..., Any]]]:
+    """The given workflows and activities, defaulting to the registries; never both empty."""
+    if workflows is None:
+        from workflows import WORKFLOWS
+
+        workflows = WORKFLOWS
+    if activities is None:
+        from activities import ACTIVITIES
+
+        activities = ACTIVITIES
+    if not workflows and not activities:
+        raise EmptyRegistryError(
+            "no workflows or activities are registered: add them to WORKFLOWS in workflows/__init__.py "
+            "and ACTIVITIES in activities/__init__.py"
+        )
+    return list(workflows), list(activities)
+
+
+def build_worker(
+    client: Client,
+    task_queue: str,
+    workflows: Sequence[type] | None = None,
+    activities: Sequence[Callable[..., Any]] | None = None,
+    *,
+    max_concurrent_activities: int = DEFAULT_MAX_CONCURRENT_ACTIVITIES,
+    grace_seconds: float = DEFAULT_GRACE_SECONDS,
+) -> Worker:
+    """A worker for `task_queue` serving the given (default: registered) workflows and activities.
+
+    Raises EmptyRegistryError when there is nothing to serve.
+    """
+    workflows, activities = registered(workflows, activities)
+    # A client made by pitstop.client.connect already carries the tracing interceptor, and
+    # Temporal applies client interceptors to the worker too; adding it twice doubles spans.
+    interceptors: list[Interceptor] = [] if _client_has_tracing(client) else [tracing_interceptor()]
+    executor = ThreadPoolExecutor(
+        max_workers=max_concurrent_activities, thread_name_prefix=f"activity-{task_queue}"
+    )
+    return Worker(
+        client,
+        task_queue=task_queue,
+        workflows=workflows,
+        activities=activities,
+        activity_executor=executor,
+        max_concurrent_activities=max_concurrent_activities,
+        interceptors=interceptors,
+        graceful_shutdown_timeout=timedelta(seconds=grace_seconds),
+        workflow_runner=workflow_runner(),
+    )
+
+
+async def run_worker(
+    settings: Settings,
+    task_queue: str,
+    *,
+    max_concurrent_activities: int = DEFAULT_MAX_CONCURRENT_ACTIVITIES,
+    grace_seconds: float = DEFAULT_GRACE_SECONDS,
+) -> None:
+    """Connect, serve `task_queue` until SIGTERM/SIGINT, then shut down gracefully."""
+    registered()  # fail on empty registries before needing a server
+    client = await connect(settings)
+    worker = build_worker(
+        client,
+        task_queue,
+        max_concurrent_activities=max_concurrent_activities,
+        grace_seconds=grace_seconds,
+    )
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    log.info(
+        "worker serving task queue %r on %s (namespace %s)",
+        task_queue,
+        settings.temporal_address,
+        settings.temporal_namespace,
+    )
+    async with worker:
+        await stop.wait()
+        log.info("stopping: in-flight activities have %gs to finish", grace_seconds)
+    log.info("worker stopped")
+
+
+def main(
+    task_queue: Annotated[
+        str | None, typer.Option(help="Task queue to serve (default: $PITSTOP_TASK_QUEUE or 'pitstop').")
+    ] = None,
+    max_concurrent_activities: Annotated[
+        int, typer.Option(min=1, help="Activities run at once (size of the thread pool).")
+    ] = DEFAULT_MAX_CONCURRENT_ACTIVITIES,
+    grace_seconds: Annotated[
+        float, typer.Option(min=0, help="On SIGTERM, how long in-flight activities may finish.")
+    ] = DEFAULT_GRACE_SECONDS,
+    log_level: Annotated[str, typer.Option(help="Logging level.")] = "INFO",
+) -> None:
+    """Run a pitstop worker until SIGTERM or Ctrl-C."""
+    configure_logging(log_level)
+    settings = Settings.from_env()
+    setup_tracing("pitstop-worker")
+    try:
+        asyncio.run(
+            run_worker(
+                settings,
+                task_queue or settings.task_queue,
+                max_concurrent_activities=max_concurrent_activities,
+                grace_seconds=grace_seconds,
+            )
+        )
+    except (EmptyRegistryError, PitstopConnectionError) as exc:
+        typer.echo(f"pitstop worker: {exc}", err=True)
+        raise typer.Exit(code=2) from None
+    finally:
+        shutdown_tracing()
+
+
+if __name__ == "__main__":
+    typer.run(main)

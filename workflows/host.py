@@ -1,0 +1,496 @@
+"""HostWorkflow: one host's task list in one stage.
+
+Reads like an Ansible play for a single host: tasks in order, `block/rescue/always`,
+`when`, `loop`, `register`, `retries/until/delay` on durable timers, `failed_when`,
+`changed_when`, `ignore_errors`, `notify` + handlers at the end. Pure modules (debug,
+set_fact, assert, fail, pause) are evaluated here; every other module is an activity on
+the cluster's task queue. Per-host gates and `run_once` are coordinated through the
+parent RunbookWorkflow, which owns every gate and every run-once result of the run.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import timedelta
+from typing import Any
+
+from temporalio import workflow
+from temporalio.common import RetryPolicy
+from temporalio.exceptions import ActivityError, ApplicationError
+
+with workflow.unsafe.imports_passed_through():
+    from pitstop.contracts import (
+        GateClosed,
+        HostGateRequest,
+        HostInput,
+        HostResult,
+        ModuleCall,
+        ModuleExec,
+        ModuleResult,
+        RunOnceClaim,
+        RunOnceReply,
+        TaskOutcome,
+        TaskStatus,
+    )
+    from pitstop.runbook.models import Task
+    from pitstop.runbook.templating import TemplateError, evaluate_bool, render
+
+# Ansible's defaults for `until` without `retries`/`delay`.
+DEFAULT_UNTIL_RETRIES = 3
+DEFAULT_DELAY_S = 5.0
+
+
+@dataclass
+class _Flow:
+    """Outcome of running a list of tasks."""
+
+    failed: bool = False
+    aborted: bool = False
+    msg: str = ""
+    failed_task: str | None = None
+
+
+@dataclass
+class _HostRun:
+    vars: dict[str, Any]
+    registered: dict[str, Any] = field(default_factory=dict)
+    outcomes: list[TaskOutcome] = field(default_factory=list)
+    notified: list[str] = field(default_factory=list)
+    changed: int = 0
+
+
+def _status_of(result: ModuleResult) -> TaskStatus:
+    if result.failed:
+        return "failed"
+    if result.skipped:
+        return "skipped"
+    return "changed" if result.changed else "ok"
+
+
+@workflow.defn(name="HostWorkflow")
+class HostWorkflow:
+    @workflow.init
+    def __init__(self, inp: HostInput) -> None:
+        self.inp = inp
+        self.paused = False
+        self.abort_reason: str | None = None
+        self.gate_results: dict[str, GateClosed] = {}
+        self.run_once: dict[str, RunOnceReply] = {}
+        self.current_task: str | None = None
+
+    # --- messages from the parent -------------------------------------------------------
+    @workflow.signal
+    def pause(self) -> None:
+        self.paused = True
+
+    @workflow.signal
+    def resume(self) -> None:
+        self.paused = False
+
+    @workflow.signal
+    def abort(self, reason: str) -> None:
+        self.abort_reason = reason or "aborted"
+
+    @workflow.signal
+    def gate_closed(self, closed: GateClosed) -> None:
+        self.gate_results[closed.gate_id] = closed
+
+    @workflow.signal
+    def run_once_reply(self, reply: RunOnceReply) -> None:
+        self.run_once[reply.task_id] = reply
+
+    @workflow.query
+    def current(self) -> str | None:
+        return self.current_task
+
+    # --- the play ---------------------------------------------------------------------
+    @workflow.run
+    async def run(self, inp: HostInput) -> HostResult:
+        started = workflow.now()
+        state = _HostRun(vars=dict(inp.vars))
+        flow = await self._run_list(inp.tasks, state, inherited_tags=[])
+        if not flow.failed and not flow.aborted and state.notified:
+            handler_flow = await self._run_handlers(state)
+            if handler_flow.failed:
+                flow = handler_flow
+        status = "aborted" if flow.aborted else ("failed" if flow.failed else "ok")
+        return HostResult(
+            host=inp.host,
+            stage=inp.stage,
+            status=status,
+            msg=flow.msg,
+            failed_task=flow.failed_task,
+            tasks=state.outcomes,
+            registered=_bounded_registered(state.registered),
+            changed=state.changed,
+            started_at=started,
+            ended_at=workflow.now(),
+        )
+
+    async def _run_handlers(self, state: _HostRun) -> _Flow:
+        # Handlers run once each, in the order they are defined, whatever the notify order.
+        wanted = set(state.notified)
+        handlers = [h for h in self.inp.handlers if h.name in wanted]
+        return await self._run_list(handlers, state, inherited_tags=[], selected_by_tags=False)
+
+    async def _run_list(
+        self, tasks: list[Task], state: _HostRun, inherited_tags: list[str], selected_by_tags: bool = True
+    ) -> _Flow:
+        for task in tasks:
+            await workflow.wait_condition(lambda: not self.paused or self.abort_reason is not None)
+            if self.abort_reason is not None:
+                return _Flow(aborted=True, msg=self.abort_reason)
+            flow = await self._run_task(task, state, inherited_tags, selected_by_tags)
+            if flow.failed or flow.aborted:
+                return flow
+        return _Flow()
+
+    def _selected(self, tags: list[str]) -> bool:
+        wanted, skipped = set(self.inp.tags), set(self.inp.skip_tags)
+        tagset = set(tags)
+        if tagset & skipped and "always" not in tagset - skipped:
+            return False
+        if not wanted or "all" in wanted:
+            return "never" not in tagset or bool(tagset & wanted)
+        return bool(tagset & wanted) or "always" in tagset
+
+    def _context(self, state: _HostRun, extra: dict[str, Any] | None = None) -> dict[str, Any]:
+        ctx = dict(state.vars)
+        ctx.update(state.registered)
+        if extra:
+            ctx.update(extra)
+        ctx["vars"] = dict(ctx)
+        ctx["hostvars"] = self.inp.hostvars
+        return ctx
+
+    async def _run_task(
+        self, task: Task, state: _HostRun, inherited_tags: list[str], selected_by_tags: bool
+    ) -> _Flow:
+        tags = [*inherited_tags, *task.tags]
+        started = workflow.now()
+        if task.vars:
+            state.vars.update(render(task.vars, self._context(state)))
+        try:
+            if task.when and not all(evaluate_bool(c, self._context(state)) for c in task.when):
+                if task.block is None:
+                    self._record(state, task, "skipped", "condition false", started)
+                return _Flow()
+        except TemplateError as exc:
+            return self._fail(state, task, f"when: {exc}", started)
+        if task.block is not None:
+            return await self._run_block(task, state, tags, selected_by_tags)
+        if selected_by_tags and not self._selected(tags):
+            return _Flow()
+        self.current_task = task.name or task.task_id
+        if task.gate is not None:
+            return await self._run_gate(task, state, started)
+        return await self._run_module_task(task, state, started)
+
+    async def _run_block(self, task: Task, state: _HostRun, tags: list[str], selected: bool) -> _Flow:
+        flow = await self._run_list(task.block or [], state, tags, selected)
+        if flow.failed and task.rescue:
+            failed_name = flow.failed_task
+            state.registered["ansible_failed_task"] = {"name": failed_name}
+            state.registered["ansible_failed_result"] = {"msg": flow.msg}
+            self._mark_rescued(state, failed_name)
+            flow = await self._run_list(task.rescue, state, tags, selected)
+        if task.always:
+            always = await self._run_list(task.always, state, tags, selected)
+            if always.failed or always.aborted:
+                return always
+        return flow
+
+    def _mark_rescued(self, state: _HostRun, task_name: str | None) -> None:
+        for outcome in reversed(state.outcomes):
+            if outcome.status == "failed" and outcome.name == task_name:
+                outcome.status = "rescued"
+                return
+
+    async def _run_gate(self, task: Task, state: _HostRun, started: Any) -> _Flow:
+        assert task.gate is not None
+        gate_id = f"{task.gate.name or task.task_id}@{self.inp.host}"
+        parent = workflow.get_external_workflow_handle(self.inp.run_workflow_id)
+        if gate_id not in self.gate_results:
+            await parent.signal(
+                "host_gate",
+                HostGateRequest(gate_id=gate_id, template=task.gate.name or task.task_id, host=self.inp.host),
+            )
+        await workflow.wait_condition(lambda: gate_id in self.gate_results or self.abort_reason is not None)
+        if self.abort_reason is not None:
+            return _Flow(aborted=True, msg=self.abort_reason)
+        closed = self.gate_results[gate_id]
+        if not closed.approved:
+            return self._fail(state, task, f"gate {gate_id!r} {closed.reason}", started)
+        self._record(state, task, "ok", closed.reason, started)
+        return _Flow()
+
+    async def _run_module_task(self, task: Task, state: _HostRun, started: Any) -> _Flow:
+        if task.loop is not None:
+            try:
+                items = render(task.loop, self._context(state))
+            except TemplateError as exc:
+                return self._fail(state, task, f"loop: {exc}", started)
+            if not isinstance(items, list):
+                return self._fail(state, task, f"loop must give a list, got {type(items).__name__}", started)
+            results: list[dict[str, Any]] = []
+            for item in items:
+                result, _ = await self._attempts(task, state, {task.loop_var: item})
+                results.append({**result.as_var(), task.loop_var: item})
+            merged = ModuleResult(
+                changed=any(r["changed"] for r in results),
+                failed=any(r["failed"] for r in results),
+                skipped=bool(results) and all(r["skipped"] for r in results),
+                msg="; ".join(r["msg"] for r in results if r["failed"] and r["msg"]) or "",
+                data={"results": results},
+            )
+            return self._finish(task, state, merged, 1, started)
+        if task.run_once:
+            return await self._run_once(task, state, started)
+        result, attempts = await self._attempts(task, state, None)
+        return self._finish(task, state, result, attempts, started)
+
+    async def _run_once(self, task: Task, state: _HostRun, started: Any) -> _Flow:
+        parent = workflow.get_external_workflow_handle(self.inp.run_workflow_id)
+        if task.task_id not in self.run_once:
+            await parent.signal("run_once_claim", RunOnceClaim(task_id=task.task_id, host=self.inp.host))
+        await workflow.wait_condition(lambda: task.task_id in self.run_once)
+        reply = self.run_once[task.task_id]
+        if reply.owner == self.inp.host and reply.result is None:
+            result, attempts = await self._attempts(task, state, None)
+            await parent.signal(
+                "run_once_done",
+                RunOnceReply(task_id=task.task_id, owner=self.inp.host, result=result),
+            )
+            return self._finish(task, state, result, attempts, started)
+        # Wait for the owner's result; every host then carries it, as in Ansible.
+        await workflow.wait_condition(lambda: self.run_once[task.task_id].result is not None)
+        shared = self.run_once[task.task_id].result
+        assert shared is not None
+        shared = shared.model_copy(update={"msg": shared.msg or f"ran once on {reply.owner}"})
+        return self._finish(task, state, shared, 1, started)
+
+    async def _attempts(
+        self, task: Task, state: _HostRun, loop_vars: dict[str, Any] | None
+    ) -> tuple[ModuleResult, int]:
+        """One call, or `retries/until/delay` on durable timers."""
+        if task.until is not None:
+            max_tries = (task.retries if task.retries is not None else DEFAULT_UNTIL_RETRIES) + 1
+        elif task.retries is not None:
+            max_tries = task.retries + 1
+        else:
+            max_tries = 1
+        delay = task.delay if task.delay is not None else DEFAULT_DELAY_S
+        attempt = 0
+        while True:
+            attempt += 1
+            result = await self._call(task, state, loop_vars)
+            result = self._apply_conditions(task, state, result, loop_vars)
+            if task.until is not None:
+                ctx = self._context(state, {**(loop_vars or {}), **self._result_vars(task, result)})
+                try:
+                    done = not result.failed and evaluate_bool(task.until, ctx)
+                except TemplateError as exc:
+                    return ModuleResult(failed=True, msg=f"until: {exc}"), attempt
+            else:
+                done = not result.failed
+            if done or attempt >= max_tries:
+                if not done and task.until is not None and not result.failed:
+                    result = result.model_copy(
+                        update={"failed": True, "msg": f"until condition not met after {attempt} attempts"}
+                    )
+                return result, attempt
+            await workflow.sleep(timedelta(seconds=delay))
+
+    def _result_vars(self, task: Task, result: ModuleResult) -> dict[str, Any]:
+        value = result.as_var()
+        out = {"result": value}
+        if task.register:
+            out[task.register] = value
+        return out
+
+    def _apply_conditions(
+        self, task: Task, state: _HostRun, result: ModuleResult, loop_vars: dict[str, Any] | None
+    ) -> ModuleResult:
+        if task.changed_when is None and task.failed_when is None:
+            return result
+        ctx = self._context(state, {**(loop_vars or {}), **self._result_vars(task, result)})
+        try:
+            update: dict[str, Any] = {}
+            if task.changed_when is not None:
+                update["changed"] = all(evaluate_bool(c, ctx) for c in task.changed_when)
+            if task.failed_when is not None:
+                failed = all(evaluate_bool(c, ctx) for c in task.failed_when)
+                update["failed"] = failed
+                if failed and not result.msg:
+                    update["msg"] = "failed_when condition met: " + " and ".join(task.failed_when)
+        except TemplateError as exc:
+            return result.model_copy(update={"failed": True, "msg": f"failed_when/changed_when: {exc}"})
+        return result.model_copy(update=update)
+
+    def _check_mode(self, task: Task) -> bool:
+        return task.check_mode if task.check_mode is not None else self.inp.check_mode
+
+    async def _call(self, task: Task, state: _HostRun, loop_vars: dict[str, Any] | None) -> ModuleResult:
+        assert task.module is not None
+        spec = self.inp.modules.get(task.module)
+        if spec is None:
+            return ModuleResult(failed=True, msg=f"module {task.module!r} is not in the plan")
+        ctx = self._context(state, loop_vars)
+        try:
+            args = render(task.args, ctx)
+        except TemplateError as exc:
+            return ModuleResult(failed=True, msg=f"arguments: {exc}")
+        check = self._check_mode(task)
+        if check and not spec.supports_check_mode:
+            return ModuleResult(
+                skipped=True,
+                msg=(
+                    f"{task.module} cannot run in check mode; skipped "
+                    "(set `check_mode: false` on the task to run it for real)"
+                ),
+            )
+        if spec.pure:
+            return await self._pure(task.module, args, state, ctx, check)
+        return await self._activity(task, spec, args, check)
+
+    async def _activity(self, task: Task, spec: ModuleExec, args: Any, check: bool) -> ModuleResult:
+        target = self.inp.host
+        if task.delegate_to:
+            target = str(render(task.delegate_to, self._context(_HostRun(vars=dict(self.inp.vars)))))
+        call = ModuleCall(
+            module=spec.module,
+            host=target,
+            args=args if isinstance(args, dict) else {"_raw": args},
+            check_mode=check,
+            run_id=self.inp.run_id,
+            task_path=task.task_id,
+            host_vars=self.inp.hostvars.get(target, {"inventory_hostname": target}),
+            cluster=self.inp.cluster,
+        )
+        retry = spec.retry
+        try:
+            result: ModuleResult = await workflow.execute_activity(
+                spec.activity,
+                call,
+                result_type=ModuleResult,
+                task_queue=self.inp.task_queue,
+                start_to_close_timeout=timedelta(seconds=task.timeout or spec.start_to_close_s),
+                heartbeat_timeout=timedelta(seconds=spec.heartbeat_s) if spec.heartbeat_s else None,
+                retry_policy=RetryPolicy(
+                    maximum_attempts=retry.maximum_attempts,
+                    initial_interval=timedelta(seconds=retry.initial_interval_s),
+                    backoff_coefficient=retry.backoff_coefficient,
+                    maximum_interval=timedelta(seconds=retry.maximum_interval_s),
+                    non_retryable_error_types=list(retry.non_retryable_error_types),
+                ),
+            )
+            return result
+        except ActivityError as err:
+            cause = err.cause
+            message = str(cause) if cause is not None else str(err)
+            kind = cause.type if isinstance(cause, ApplicationError) and cause.type else None
+            return ModuleResult(failed=True, msg=f"{kind}: {message}" if kind else message)
+
+    async def _pure(
+        self, module: str, args: Any, state: _HostRun, ctx: dict[str, Any], check: bool
+    ) -> ModuleResult:
+        if module == "debug":
+            if isinstance(args, str):
+                return ModuleResult(msg=args)
+            if args.get("var"):
+                name = str(args["var"])
+                try:
+                    value = render("{{ " + name + " }}", ctx)
+                except TemplateError as exc:
+                    return ModuleResult(failed=True, msg=str(exc))
+                return ModuleResult(msg=f"{name}: {value!r}", data={name: value})
+            return ModuleResult(msg=str(args.get("msg", "Hello world!")))
+        if module == "set_fact":
+            state.vars.update(args)
+            return ModuleResult(data={"ansible_facts": args})
+        if module == "assert":
+            raw = self._raw_args(args)
+            conditions = raw.get("that")
+            that = [conditions] if isinstance(conditions, str) else list(conditions or [])
+            for condition in that:
+                try:
+                    holds = evaluate_bool(condition, ctx)
+                except TemplateError as exc:
+                    return ModuleResult(failed=True, msg=f"assert {condition!r}: {exc}")
+                if not holds:
+                    msg = args.get("fail_msg") or f"Assertion failed: {condition}"
+                    return ModuleResult(failed=True, msg=str(msg), data={"assertion": condition})
+            return ModuleResult(msg=str(args.get("success_msg") or "All assertions passed"))
+        if module == "fail":
+            msg = args if isinstance(args, str) else args.get("msg", "Failed as requested from the runbook.")
+            return ModuleResult(failed=True, msg=str(msg))
+        if module == "pause":
+            seconds = float(args.get("seconds") or 0) + 60.0 * float(args.get("minutes") or 0)
+            if check:
+                return ModuleResult(msg=f"would pause {seconds:g}s")
+            if seconds > 0:
+                await workflow.sleep(timedelta(seconds=seconds))
+            return ModuleResult(msg=f"paused {seconds:g}s")
+        return ModuleResult(failed=True, msg=f"pure module {module!r} is unknown to this engine")
+
+    def _raw_args(self, rendered: Any) -> dict[str, Any]:
+        # `assert.that` holds expressions: render() must not have evaluated them.
+        return rendered if isinstance(rendered, dict) else {"that": rendered}
+
+    def _finish(
+        self, task: Task, state: _HostRun, result: ModuleResult, attempts: int, started: Any
+    ) -> _Flow:
+        if task.register:
+            state.registered[task.register] = result.as_var()
+        if result.changed:
+            state.changed += 1
+            for handler in task.notify:
+                if handler not in state.notified:
+                    state.notified.append(handler)
+        status = _status_of(result)
+        if result.failed and task.ignore_errors:
+            status = "ignored"
+        self._record(state, task, status, result.msg, started, attempts, result)
+        if result.failed and not task.ignore_errors:
+            return _Flow(failed=True, msg=result.msg, failed_task=task.name or task.task_id)
+        return _Flow()
+
+    def _fail(self, state: _HostRun, task: Task, msg: str, started: Any) -> _Flow:
+        self._record(state, task, "failed", msg, started)
+        return _Flow(failed=True, msg=msg, failed_task=task.name or task.task_id)
+
+    def _record(
+        self,
+        state: _HostRun,
+        task: Task,
+        status: TaskStatus,
+        msg: str,
+        started: Any,
+        attempts: int = 1,
+        result: ModuleResult | None = None,
+    ) -> None:
+        state.outcomes.append(
+            TaskOutcome(
+                task_id=task.task_id,
+                name=task.name or task.module or task.task_id,
+                module=task.module,
+                status=status,
+                msg=msg,
+                attempts=attempts,
+                started_at=started,
+                ended_at=workflow.now(),
+                data=_small(result.data) if result is not None else {},
+            )
+        )
+
+
+def _small(data: dict[str, Any], limit: int = 4096) -> dict[str, Any]:
+    """Keep task data in reports only while it is small; big outputs stay in the registered var."""
+    import json
+
+    text = json.dumps(data, default=str)
+    return data if len(text) <= limit else {"truncated": True, "bytes": len(text)}
+
+
+def _bounded_registered(registered: dict[str, Any]) -> dict[str, Any]:
+    return {k: _small(v) if isinstance(v, dict) else v for k, v in registered.items()}
