@@ -10,5 +10,6 @@ from collections.abc import Callable
 from typing import Any
 
 from activities.plan import load_plan
+from activities.ssh import SSH_ACTIVITIES
 
-ACTIVITIES: list[Callable[..., Any]] = [load_plan]
+ACTIVITIES: list[Callable[..., Any]] = [load_plan, *SSH_ACTIVITIES]

@@ -21,12 +21,39 @@ def version() -> None:
     typer.echo(__version__)
 
 
+@app.command(context_settings={"allow_extra_args": True, "ignore_unknown_options": True})
+def worker(ctx: typer.Context) -> None:
+    """Run a worker (same as `python worker.py`; options after `--`)."""
+    import sys
+
+    import worker as worker_module
+
+    sys.argv = ["pitstop worker", *ctx.args]
+    typer.run(worker_module.main)
+
+
+@app.command()
+def demo(
+    interactive: bool = typer.Option(
+        False, "--interactive", help="Leave gates to a person (UI, CLI, Slack)."
+    ),
+) -> None:
+    """Run the main job end to end on the embedded stack (what `make demo` runs)."""
+    import asyncio
+
+    from pitstop.demo import run_demo
+
+    raise typer.Exit(asyncio.run(run_demo(interactive=interactive)))
+
+
 def _register_subcommands() -> None:
     # Imported here so that `pitstop --help` stays fast and one broken area does not
     # hide the others' commands.
-    from pitstop import cli_runbook
+    from pitstop import cli_modules, cli_run, cli_runbook
 
     cli_runbook.register(app)
+    cli_modules.register(app)
+    cli_run.register(app)
     try:
         from pitstop import cli_dev
     except ImportError:  # pragma: no cover - while the module is being written

@@ -368,6 +368,9 @@ class RunProgress(BaseModel):
     run_once: dict[str, RunOnceReply] = Field(default_factory=dict)
     rollback_reason: str | None = None
     executions: int = 1
+    # Operator requests that outlive one execution (carried across continue-as-new).
+    paused: bool = False
+    skip_requests: list[str] = Field(default_factory=list)
 
 
 RunRequest.model_rebuild()

@@ -344,6 +344,15 @@ class DevStack:
                 "warn",
                 # No internet on the machines this runs on; the UI must not try.
                 "--ui-disable-news-fetch",
+                # Fire durable timers (retry delays, gate timeouts, observe intervals) on
+                # time: by default the timer queue may hold them up to a second late.
+                "--dynamic-config-value",
+                'history.timerProcessorMaxTimeShift="10ms"',
+                # The dev server hands out at most 20 transfer tasks a second by default, so
+                # past the first few dozen every workflow task waited ~50 ms (measured in
+                # bench/rollout_efficiency.py); a single-node dev server can take far more.
+                "--dynamic-config-value",
+                "history.transferProcessorMaxPollRPS=10000",
             ]
             for name in SEARCH_ATTRIBUTES:
                 argv += ["--search-attribute", f"{name}=Keyword"]

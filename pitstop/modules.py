@@ -10,6 +10,8 @@ round trip would cost ~40 ms each for nothing.
 
 from __future__ import annotations
 
+import importlib
+import os
 from collections.abc import Iterable
 from datetime import timedelta
 from typing import Any
@@ -82,9 +84,22 @@ def register(spec: ModuleSpec) -> ModuleSpec:
     return spec
 
 
+_loaded = False
+
+
 def _ensure_loaded() -> None:
-    # Importing the catalogue registers every shipped module exactly once.
+    # Importing the catalogue registers every shipped module exactly once. Site-specific
+    # modules (like Ansible's library path) are Python modules named in PITSTOP_MODULES,
+    # comma-separated; importing them registers their specs the same way.
+    global _loaded
+    if _loaded:
+        return
+    _loaded = True
     from pitstop import module_catalog  # noqa: F401
+
+    for name in os.environ.get("PITSTOP_MODULES", "").split(","):
+        if name.strip():
+            importlib.import_module(name.strip())
 
 
 def get_module(name: str) -> ModuleSpec | None:

@@ -7,7 +7,9 @@ its calls in `CALLS` (host, task path, args), in the worker process of the test.
 from __future__ import annotations
 
 import asyncio
+import time
 from collections import Counter
+from dataclasses import dataclass
 from typing import Any
 
 from pydantic import Field
@@ -20,6 +22,23 @@ from pitstop.modules import ModuleArgs, ModuleSpec, RetryDefaults, get_module, r
 CALLS: list[tuple[str, str, dict[str, Any]]] = []
 
 
+@dataclass(frozen=True)
+class CallRecord:
+    """One `test.step` call with its start and end on the worker's monotonic clock, so tests
+    can measure concurrency and barriers from the order of calls, not from the wall clock."""
+
+    host: str
+    task: str
+    args: dict[str, Any]
+    check_mode: bool
+    attempt: int
+    started: float
+    ended: float
+
+
+RECORDS: list[CallRecord] = []
+
+
 def calls_per(host_task: bool = True) -> Counter[tuple[str, str]]:
     return Counter((h, t) for h, t, _ in CALLS)
 
@@ -29,6 +48,8 @@ class StepArgs(ModuleArgs):
     fail_hosts: list[str] = Field(default_factory=list)
     sleep: float = 0.0
     changed: bool = True
+    # Fail (as a module result) the first N calls of this task on this host: for retries/until.
+    fail_times: int = 0
 
 
 class NoCheckArgs(ModuleArgs):
@@ -66,15 +87,27 @@ _register()
 async def test_step(call: ModuleCall) -> ModuleResult:
     CALLS.append((call.host, call.task_path, dict(call.args)))
     args = StepArgs.model_validate(call.args)
-    if args.sleep:
-        await asyncio.sleep(args.sleep)
+    started = time.monotonic()
+    attempt = sum(1 for r in RECORDS if (r.host, r.task) == (call.host, call.task_path)) + 1
+    try:
+        if args.sleep:
+            await asyncio.sleep(args.sleep)
+    finally:
+        ended = time.monotonic()
+        RECORDS.append(
+            CallRecord(call.host, call.task_path, dict(call.args), call.check_mode, attempt, started, ended)
+        )
     if call.check_mode:
         return ModuleResult(changed=args.changed, msg=f"would step {args.value}")
     if call.host in args.fail_hosts:
         return ModuleResult(failed=True, msg=f"step failed on {call.host}")
+    if attempt <= args.fail_times:
+        return ModuleResult(failed=True, msg=f"step failed on attempt {attempt}", data={"attempt": attempt})
     if args.value == "raise":
         raise ApplicationError("bad args", type="InvalidArgs", non_retryable=True)
-    return ModuleResult(changed=args.changed, msg=f"step {args.value}", data={"value": args.value})
+    return ModuleResult(
+        changed=args.changed, msg=f"step {args.value}", data={"value": args.value, "attempt": attempt}
+    )
 
 
 @activity.defn(name="module.test.nocheck")
@@ -84,3 +117,86 @@ async def test_nocheck(call: ModuleCall) -> ModuleResult:
 
 
 TEST_ACTIVITIES = [test_step, test_nocheck]
+
+
+# --- test.durable_step: calls counted across worker processes ---------------------------
+# The engine tests above count calls in `CALLS`, in the memory of the worker process. A
+# test that SIGKILLs its worker needs a count that outlives the process: this module
+# appends each call to the file named by $PITSTOP_TEST_CALL_LOG, flushed and fsynced.
+
+CALL_LOG_ENV = "PITSTOP_TEST_CALL_LOG"
+# While the file named by $PITSTOP_TEST_HOLD_FILE exists, calls wait before completing, so a
+# test can kill the worker at a moment when calls are certainly in the middle of running.
+HOLD_FILE_ENV = "PITSTOP_TEST_HOLD_FILE"
+
+
+class DurableStepArgs(ModuleArgs):
+    sleep: float = 0.0
+
+
+def _register_durable() -> None:
+    if get_module("test.durable_step") is not None:
+        return
+    from datetime import timedelta
+
+    register(
+        ModuleSpec(
+            name="test.durable_step",
+            args_model=DurableStepArgs,
+            summary="Test step recorded in a file (start and completion), for worker-kill tests.",
+            supports_check_mode=True,
+            start_to_close=timedelta(seconds=60),
+            # A killed worker stops heartbeating: Temporal retries the call after this long,
+            # instead of after the whole start-to-close timeout.
+            heartbeat_timeout=timedelta(seconds=2),
+            retry=RetryDefaults(
+                maximum_attempts=10,
+                initial_interval=timedelta(seconds=0.2),
+                maximum_interval=timedelta(seconds=1),
+            ),
+        )
+    )
+
+
+_register_durable()
+
+
+def _log_call(event: str, call: ModuleCall) -> None:
+    import os
+
+    path = os.environ.get(CALL_LOG_ENV)
+    if not path:
+        return
+    line = f"{event}\t{call.host}\t{call.task_path}\t{activity.info().attempt}\n"
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    try:
+        os.write(fd, line.encode())
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _held() -> bool:
+    import os
+
+    path = os.environ.get(HOLD_FILE_ENV)
+    return path is not None and os.path.exists(path)
+
+
+@activity.defn(name="module.test.durable_step")
+async def test_durable_step(call: ModuleCall) -> ModuleResult:
+    args = DurableStepArgs.model_validate(call.args)
+    _log_call("start", call)
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + args.sleep
+    # Heartbeat while working, so that the attempt of a killed worker times out quickly.
+    while loop.time() < deadline or _held():
+        activity.heartbeat()
+        await asyncio.sleep(0.05)
+    # Recorded just before returning: a line means "this call completed", so a call killed
+    # mid-way leaves only its `start` line and its retry adds the one `done` line.
+    _log_call("done", call)
+    return ModuleResult(changed=True, msg=f"durable step on {call.host}")
+
+
+TEST_ACTIVITIES.append(test_durable_step)

@@ -10,13 +10,16 @@ parent RunbookWorkflow, which owns every gate and every run-once result of the r
 
 from __future__ import annotations
 
+import contextlib
+import json
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 from temporalio import workflow
 from temporalio.common import RetryPolicy
-from temporalio.exceptions import ActivityError, ApplicationError
+from temporalio.exceptions import ActivityError, ApplicationError, FailureError
 
 with workflow.unsafe.imports_passed_through():
     from pitstop.contracts import (
@@ -38,6 +41,14 @@ with workflow.unsafe.imports_passed_through():
 # Ansible's defaults for `until` without `retries`/`delay`.
 DEFAULT_UNTIL_RETRIES = 3
 DEFAULT_DELAY_S = 5.0
+# What Ansible registers for a task whose `when` was false.
+SKIPPED_BY_CONDITION: dict[str, Any] = {
+    "changed": False,
+    "failed": False,
+    "skipped": True,
+    "msg": "condition false",
+    "skip_reason": "Conditional result was False",
+}
 
 
 @dataclass
@@ -48,11 +59,26 @@ class _Flow:
     aborted: bool = False
     msg: str = ""
     failed_task: str | None = None
+    failed_task_id: str | None = None
+    result: dict[str, Any] | None = None
+
+
+@dataclass(frozen=True)
+class _Scope:
+    """What a block hands down to every task inside it, as in Ansible: its tags, its
+    `when` conditions (evaluated again for each task) and its vars."""
+
+    tags: tuple[str, ...] = ()
+    when: tuple[str, ...] = ()
+    vars: Mapping[str, Any] = field(default_factory=dict)
+    by_tags: bool = True
 
 
 @dataclass
 class _HostRun:
     vars: dict[str, Any]
+    # `set_fact` results; above task and block vars, as Ansible's precedence puts them.
+    facts: dict[str, Any] = field(default_factory=dict)
     registered: dict[str, Any] = field(default_factory=dict)
     outcomes: list[TaskOutcome] = field(default_factory=list)
     notified: list[str] = field(default_factory=list)
@@ -108,10 +134,10 @@ class HostWorkflow:
     async def run(self, inp: HostInput) -> HostResult:
         started = workflow.now()
         state = _HostRun(vars=dict(inp.vars))
-        flow = await self._run_list(inp.tasks, state, inherited_tags=[])
+        flow = await self._run_list(inp.tasks, state, _Scope())
         if not flow.failed and not flow.aborted and state.notified:
             handler_flow = await self._run_handlers(state)
-            if handler_flow.failed:
+            if handler_flow.failed or handler_flow.aborted:
                 flow = handler_flow
         status = "aborted" if flow.aborted else ("failed" if flow.failed else "ok")
         return HostResult(
@@ -131,16 +157,17 @@ class HostWorkflow:
         # Handlers run once each, in the order they are defined, whatever the notify order.
         wanted = set(state.notified)
         handlers = [h for h in self.inp.handlers if h.name in wanted]
-        return await self._run_list(handlers, state, inherited_tags=[], selected_by_tags=False)
+        return await self._run_list(handlers, state, _Scope(by_tags=False))
 
-    async def _run_list(
-        self, tasks: list[Task], state: _HostRun, inherited_tags: list[str], selected_by_tags: bool = True
-    ) -> _Flow:
+    async def _run_list(self, tasks: list[Task], state: _HostRun, scope: _Scope) -> _Flow:
         for task in tasks:
+            # Pause holds the host between tasks; the task in progress finishes first.
             await workflow.wait_condition(lambda: not self.paused or self.abort_reason is not None)
             if self.abort_reason is not None:
                 return _Flow(aborted=True, msg=self.abort_reason)
-            flow = await self._run_task(task, state, inherited_tags, selected_by_tags)
+            flow = await self._run_task(task, state, scope)
+            if flow.failed and self.abort_reason is not None:
+                return _Flow(aborted=True, msg=self.abort_reason)
             if flow.failed or flow.aborted:
                 return flow
         return _Flow()
@@ -154,8 +181,12 @@ class HostWorkflow:
             return "never" not in tagset or bool(tagset & wanted)
         return bool(tagset & wanted) or "always" in tagset
 
-    def _context(self, state: _HostRun, extra: dict[str, Any] | None = None) -> dict[str, Any]:
+    def _context(
+        self, state: _HostRun, task_vars: Mapping[str, Any], extra: Mapping[str, Any] | None = None
+    ) -> dict[str, Any]:
         ctx = dict(state.vars)
+        ctx.update(task_vars)
+        ctx.update(state.facts)
         ctx.update(state.registered)
         if extra:
             ctx.update(extra)
@@ -163,57 +194,67 @@ class HostWorkflow:
         ctx["hostvars"] = self.inp.hostvars
         return ctx
 
-    async def _run_task(
-        self, task: Task, state: _HostRun, inherited_tags: list[str], selected_by_tags: bool
-    ) -> _Flow:
-        tags = [*inherited_tags, *task.tags]
+    def _holds(self, conditions: list[str], ctx: dict[str, Any]) -> bool:
+        return all(evaluate_bool(c, ctx) for c in conditions)
+
+    async def _run_task(self, task: Task, state: _HostRun, scope: _Scope) -> _Flow:
+        tags = (*scope.tags, *task.tags)
+        conditions = [*scope.when, *task.when]
         started = workflow.now()
-        if task.vars:
-            state.vars.update(render(task.vars, self._context(state)))
-        try:
-            if task.when and not all(evaluate_bool(c, self._context(state)) for c in task.when):
-                if task.block is None:
-                    self._record(state, task, "skipped", "condition false", started)
-                return _Flow()
-        except TemplateError as exc:
-            return self._fail(state, task, f"when: {exc}", started)
-        if task.block is not None:
-            return await self._run_block(task, state, tags, selected_by_tags)
-        if selected_by_tags and not self._selected(tags):
+        # Tags choose tasks before anything about them is evaluated, as in Ansible: a task
+        # left out by --tags must not fail on a variable only its siblings define.
+        if task.block is None and scope.by_tags and not self._selected(list(tags)):
             return _Flow()
+        try:
+            task_vars = {**scope.vars, **render(task.vars, self._context(state, scope.vars))}
+        except TemplateError as exc:
+            return self._fail(state, task, f"vars: {exc}", started)
+        if task.block is not None:
+            return await self._run_block(
+                task, state, _Scope(tags, tuple(conditions), task_vars, scope.by_tags)
+            )
         self.current_task = task.name or task.task_id
+        if task.loop is None:
+            try:
+                holds = self._holds(conditions, self._context(state, task_vars))
+            except TemplateError as exc:
+                return self._fail(state, task, f"when: {exc}", started)
+            if not holds:
+                if task.register:
+                    state.registered[task.register] = dict(SKIPPED_BY_CONDITION)
+                self._record(state, task, "skipped", "condition false", started)
+                return _Flow()
         if task.gate is not None:
             return await self._run_gate(task, state, started)
-        return await self._run_module_task(task, state, started)
+        return await self._run_module_task(task, state, task_vars, conditions, started)
 
-    async def _run_block(self, task: Task, state: _HostRun, tags: list[str], selected: bool) -> _Flow:
-        flow = await self._run_list(task.block or [], state, tags, selected)
+    async def _run_block(self, task: Task, state: _HostRun, scope: _Scope) -> _Flow:
+        flow = await self._run_list(task.block or [], state, scope)
         if flow.failed and task.rescue:
-            failed_name = flow.failed_task
-            state.registered["ansible_failed_task"] = {"name": failed_name}
-            state.registered["ansible_failed_result"] = {"msg": flow.msg}
-            self._mark_rescued(state, failed_name)
-            flow = await self._run_list(task.rescue, state, tags, selected)
+            state.registered["ansible_failed_task"] = {"name": flow.failed_task, "id": flow.failed_task_id}
+            state.registered["ansible_failed_result"] = flow.result or {"failed": True, "msg": flow.msg}
+            self._mark_rescued(state, flow.failed_task_id)
+            flow = await self._run_list(task.rescue, state, scope)
         if task.always:
-            always = await self._run_list(task.always, state, tags, selected)
+            always = await self._run_list(task.always, state, scope)
             if always.failed or always.aborted:
                 return always
         return flow
 
-    def _mark_rescued(self, state: _HostRun, task_name: str | None) -> None:
+    def _mark_rescued(self, state: _HostRun, task_id: str | None) -> None:
         for outcome in reversed(state.outcomes):
-            if outcome.status == "failed" and outcome.name == task_name:
+            if outcome.status == "failed" and outcome.task_id == task_id:
                 outcome.status = "rescued"
                 return
 
-    async def _run_gate(self, task: Task, state: _HostRun, started: Any) -> _Flow:
+    async def _run_gate(self, task: Task, state: _HostRun, started: datetime) -> _Flow:
         assert task.gate is not None
-        gate_id = f"{task.gate.name or task.task_id}@{self.inp.host}"
+        template = task.gate.name or task.task_id
+        gate_id = f"{template}@{self.inp.host}"
         parent = workflow.get_external_workflow_handle(self.inp.run_workflow_id)
         if gate_id not in self.gate_results:
             await parent.signal(
-                "host_gate",
-                HostGateRequest(gate_id=gate_id, template=task.gate.name or task.task_id, host=self.inp.host),
+                "host_gate", HostGateRequest(gate_id=gate_id, template=template, host=self.inp.host)
             )
         await workflow.wait_condition(lambda: gate_id in self.gate_results or self.abort_reason is not None)
         if self.abort_reason is not None:
@@ -224,53 +265,80 @@ class HostWorkflow:
         self._record(state, task, "ok", closed.reason, started)
         return _Flow()
 
-    async def _run_module_task(self, task: Task, state: _HostRun, started: Any) -> _Flow:
+    async def _run_module_task(
+        self, task: Task, state: _HostRun, task_vars: dict[str, Any], conditions: list[str], started: datetime
+    ) -> _Flow:
         if task.loop is not None:
-            try:
-                items = render(task.loop, self._context(state))
-            except TemplateError as exc:
-                return self._fail(state, task, f"loop: {exc}", started)
-            if not isinstance(items, list):
-                return self._fail(state, task, f"loop must give a list, got {type(items).__name__}", started)
-            results: list[dict[str, Any]] = []
-            for item in items:
-                result, _ = await self._attempts(task, state, {task.loop_var: item})
-                results.append({**result.as_var(), task.loop_var: item})
-            merged = ModuleResult(
-                changed=any(r["changed"] for r in results),
-                failed=any(r["failed"] for r in results),
-                skipped=bool(results) and all(r["skipped"] for r in results),
-                msg="; ".join(r["msg"] for r in results if r["failed"] and r["msg"]) or "",
-                data={"results": results},
-            )
-            return self._finish(task, state, merged, 1, started)
+            return await self._run_loop(task, state, task_vars, conditions, started)
         if task.run_once:
-            return await self._run_once(task, state, started)
-        result, attempts = await self._attempts(task, state, None)
+            return await self._run_once(task, state, task_vars, started)
+        result, attempts = await self._attempts(task, state, task_vars, None)
         return self._finish(task, state, result, attempts, started)
 
-    async def _run_once(self, task: Task, state: _HostRun, started: Any) -> _Flow:
+    async def _run_loop(
+        self, task: Task, state: _HostRun, task_vars: dict[str, Any], conditions: list[str], started: datetime
+    ) -> _Flow:
+        try:
+            items = render(task.loop, self._context(state, task_vars))
+        except TemplateError as exc:
+            return self._fail(state, task, f"loop: {exc}", started)
+        if not isinstance(items, list):
+            return self._fail(state, task, f"loop must give a list, got {type(items).__name__}", started)
+        results: list[dict[str, Any]] = []
+        calls = 0
+        for item in items:
+            loop_vars = {task.loop_var: item}
+            # `when` is evaluated for every item, with the loop variable set (Ansible).
+            try:
+                holds = self._holds(conditions, self._context(state, task_vars, loop_vars))
+            except TemplateError as exc:
+                result: ModuleResult = ModuleResult(failed=True, msg=f"when: {exc}")
+            else:
+                if not holds:
+                    results.append({**SKIPPED_BY_CONDITION, task.loop_var: item})
+                    continue
+                result, attempts = await self._attempts(task, state, task_vars, loop_vars)
+                calls += attempts
+            results.append({**result.as_var(), task.loop_var: item, "ansible_loop_var": task.loop_var})
+        merged = ModuleResult(
+            changed=any(r["changed"] for r in results),
+            failed=any(r["failed"] for r in results),
+            skipped=all(r["skipped"] for r in results),
+            msg="; ".join(r["msg"] for r in results if r["failed"] and r["msg"]) or "",
+            data={"results": results},
+        )
+        return self._finish(task, state, merged, max(calls, 1), started)
+
+    async def _run_once(
+        self, task: Task, state: _HostRun, task_vars: dict[str, Any], started: datetime
+    ) -> _Flow:
         parent = workflow.get_external_workflow_handle(self.inp.run_workflow_id)
         if task.task_id not in self.run_once:
             await parent.signal("run_once_claim", RunOnceClaim(task_id=task.task_id, host=self.inp.host))
-        await workflow.wait_condition(lambda: task.task_id in self.run_once)
+        await workflow.wait_condition(lambda: task.task_id in self.run_once or self.abort_reason is not None)
+        if self.abort_reason is not None:
+            return _Flow(aborted=True, msg=self.abort_reason)
         reply = self.run_once[task.task_id]
         if reply.owner == self.inp.host and reply.result is None:
-            result, attempts = await self._attempts(task, state, None)
+            result, attempts = await self._attempts(task, state, task_vars, None)
             await parent.signal(
                 "run_once_done",
                 RunOnceReply(task_id=task.task_id, owner=self.inp.host, result=result),
             )
             return self._finish(task, state, result, attempts, started)
         # Wait for the owner's result; every host then carries it, as in Ansible.
-        await workflow.wait_condition(lambda: self.run_once[task.task_id].result is not None)
+        await workflow.wait_condition(
+            lambda: self.run_once[task.task_id].result is not None or self.abort_reason is not None
+        )
+        if self.abort_reason is not None:
+            return _Flow(aborted=True, msg=self.abort_reason)
         shared = self.run_once[task.task_id].result
         assert shared is not None
         shared = shared.model_copy(update={"msg": shared.msg or f"ran once on {reply.owner}"})
         return self._finish(task, state, shared, 1, started)
 
     async def _attempts(
-        self, task: Task, state: _HostRun, loop_vars: dict[str, Any] | None
+        self, task: Task, state: _HostRun, task_vars: dict[str, Any], loop_vars: dict[str, Any] | None
     ) -> tuple[ModuleResult, int]:
         """One call, or `retries/until/delay` on durable timers."""
         if task.until is not None:
@@ -283,10 +351,12 @@ class HostWorkflow:
         attempt = 0
         while True:
             attempt += 1
-            result = await self._call(task, state, loop_vars)
-            result = self._apply_conditions(task, state, result, loop_vars)
+            result = await self._call(task, state, task_vars, loop_vars)
+            result = self._apply_conditions(task, state, task_vars, result, loop_vars)
             if task.until is not None:
-                ctx = self._context(state, {**(loop_vars or {}), **self._result_vars(task, result)})
+                ctx = self._context(
+                    state, task_vars, {**(loop_vars or {}), **self._result_vars(task, result)}
+                )
                 try:
                     done = not result.failed and evaluate_bool(task.until, ctx)
                 except TemplateError as exc:
@@ -299,7 +369,16 @@ class HostWorkflow:
                         update={"failed": True, "msg": f"until condition not met after {attempt} attempts"}
                     )
                 return result, attempt
-            await workflow.sleep(timedelta(seconds=delay))
+            await self._sleep(delay)
+            if self.abort_reason is not None:
+                return result, attempt
+
+    async def _sleep(self, seconds: float) -> None:
+        """A durable timer that an abort cuts short."""
+        with contextlib.suppress(TimeoutError):
+            await workflow.wait_condition(
+                lambda: self.abort_reason is not None, timeout=timedelta(seconds=seconds)
+            )
 
     def _result_vars(self, task: Task, result: ModuleResult) -> dict[str, Any]:
         value = result.as_var()
@@ -309,20 +388,27 @@ class HostWorkflow:
         return out
 
     def _apply_conditions(
-        self, task: Task, state: _HostRun, result: ModuleResult, loop_vars: dict[str, Any] | None
+        self,
+        task: Task,
+        state: _HostRun,
+        task_vars: dict[str, Any],
+        result: ModuleResult,
+        loop_vars: dict[str, Any] | None,
     ) -> ModuleResult:
         if task.changed_when is None and task.failed_when is None:
             return result
-        ctx = self._context(state, {**(loop_vars or {}), **self._result_vars(task, result)})
+        ctx = self._context(state, task_vars, {**(loop_vars or {}), **self._result_vars(task, result)})
         try:
             update: dict[str, Any] = {}
             if task.changed_when is not None:
-                update["changed"] = all(evaluate_bool(c, ctx) for c in task.changed_when)
+                update["changed"] = self._holds(task.changed_when, ctx)
             if task.failed_when is not None:
-                failed = all(evaluate_bool(c, ctx) for c in task.failed_when)
+                failed = self._holds(task.failed_when, ctx)
                 update["failed"] = failed
-                if failed and not result.msg:
-                    update["msg"] = "failed_when condition met: " + " and ".join(task.failed_when)
+                if failed and not result.failed:
+                    # The module succeeded; the runbook's condition is why the task failed.
+                    why = "failed_when condition met: " + " and ".join(task.failed_when)
+                    update["msg"] = f"{why} ({result.msg})" if result.msg else why
         except TemplateError as exc:
             return result.model_copy(update={"failed": True, "msg": f"failed_when/changed_when: {exc}"})
         return result.model_copy(update=update)
@@ -330,14 +416,23 @@ class HostWorkflow:
     def _check_mode(self, task: Task) -> bool:
         return task.check_mode if task.check_mode is not None else self.inp.check_mode
 
-    async def _call(self, task: Task, state: _HostRun, loop_vars: dict[str, Any] | None) -> ModuleResult:
+    def _render_args(self, task: Task, ctx: dict[str, Any]) -> Any:
+        if task.module == "assert":
+            # `assert.that` holds expressions, evaluated once by the module, not rendered first.
+            rest = render({k: v for k, v in task.args.items() if k != "that"}, ctx)
+            return {**rest, "that": task.args.get("that")}
+        return render(task.args, ctx)
+
+    async def _call(
+        self, task: Task, state: _HostRun, task_vars: dict[str, Any], loop_vars: dict[str, Any] | None
+    ) -> ModuleResult:
         assert task.module is not None
         spec = self.inp.modules.get(task.module)
         if spec is None:
             return ModuleResult(failed=True, msg=f"module {task.module!r} is not in the plan")
-        ctx = self._context(state, loop_vars)
+        ctx = self._context(state, task_vars, loop_vars)
         try:
-            args = render(task.args, ctx)
+            args = self._render_args(task, ctx)
         except TemplateError as exc:
             return ModuleResult(failed=True, msg=f"arguments: {exc}")
         check = self._check_mode(task)
@@ -351,12 +446,18 @@ class HostWorkflow:
             )
         if spec.pure:
             return await self._pure(task.module, args, state, ctx, check)
-        return await self._activity(task, spec, args, check)
-
-    async def _activity(self, task: Task, spec: ModuleExec, args: Any, check: bool) -> ModuleResult:
         target = self.inp.host
         if task.delegate_to:
-            target = str(render(task.delegate_to, self._context(_HostRun(vars=dict(self.inp.vars)))))
+            # The delegate is rendered with this host's variables (and the loop item).
+            try:
+                target = str(render(task.delegate_to, ctx))
+            except TemplateError as exc:
+                return ModuleResult(failed=True, msg=f"delegate_to: {exc}")
+        return await self._activity(task, spec, args, check, target)
+
+    async def _activity(
+        self, task: Task, spec: ModuleExec, args: Any, check: bool, target: str
+    ) -> ModuleResult:
         call = ModuleCall(
             module=spec.module,
             host=target,
@@ -364,6 +465,7 @@ class HostWorkflow:
             check_mode=check,
             run_id=self.inp.run_id,
             task_path=task.task_id,
+            # Connection settings are the target's: a delegated task runs *on* the delegate.
             host_vars=self.inp.hostvars.get(target, {"inventory_hostname": target}),
             cluster=self.inp.cluster,
         )
@@ -386,8 +488,9 @@ class HostWorkflow:
             )
             return result
         except ActivityError as err:
+            # `str()` of an ApplicationError already carries its type; name it once.
             cause = err.cause
-            message = str(cause) if cause is not None else str(err)
+            message = cause.message if isinstance(cause, FailureError) else str(err)
             kind = cause.type if isinstance(cause, ApplicationError) and cause.type else None
             return ModuleResult(failed=True, msg=f"{kind}: {message}" if kind else message)
 
@@ -404,13 +507,12 @@ class HostWorkflow:
                 except TemplateError as exc:
                     return ModuleResult(failed=True, msg=str(exc))
                 return ModuleResult(msg=f"{name}: {value!r}", data={name: value})
-            return ModuleResult(msg=str(args.get("msg", "Hello world!")))
+            return ModuleResult(msg=str(args.get("msg") or "Hello world!"))
         if module == "set_fact":
-            state.vars.update(args)
+            state.facts.update(args)
             return ModuleResult(data={"ansible_facts": args})
         if module == "assert":
-            raw = self._raw_args(args)
-            conditions = raw.get("that")
+            conditions = args.get("that")
             that = [conditions] if isinstance(conditions, str) else list(conditions or [])
             for condition in that:
                 try:
@@ -425,23 +527,23 @@ class HostWorkflow:
             msg = args if isinstance(args, str) else args.get("msg", "Failed as requested from the runbook.")
             return ModuleResult(failed=True, msg=str(msg))
         if module == "pause":
-            seconds = float(args.get("seconds") or 0) + 60.0 * float(args.get("minutes") or 0)
+            try:
+                seconds = float(args.get("seconds") or 0) + 60.0 * float(args.get("minutes") or 0)
+            except (TypeError, ValueError):
+                return ModuleResult(failed=True, msg="pause: 'seconds' and 'minutes' must be numbers")
             if check:
                 return ModuleResult(msg=f"would pause {seconds:g}s")
             if seconds > 0:
-                await workflow.sleep(timedelta(seconds=seconds))
+                await self._sleep(seconds)
             return ModuleResult(msg=f"paused {seconds:g}s")
         return ModuleResult(failed=True, msg=f"pure module {module!r} is unknown to this engine")
 
-    def _raw_args(self, rendered: Any) -> dict[str, Any]:
-        # `assert.that` holds expressions: render() must not have evaluated them.
-        return rendered if isinstance(rendered, dict) else {"that": rendered}
-
     def _finish(
-        self, task: Task, state: _HostRun, result: ModuleResult, attempts: int, started: Any
+        self, task: Task, state: _HostRun, result: ModuleResult, attempts: int, started: datetime
     ) -> _Flow:
+        value = result.as_var()
         if task.register:
-            state.registered[task.register] = result.as_var()
+            state.registered[task.register] = value
         if result.changed:
             state.changed += 1
             for handler in task.notify:
@@ -452,12 +554,18 @@ class HostWorkflow:
             status = "ignored"
         self._record(state, task, status, result.msg, started, attempts, result)
         if result.failed and not task.ignore_errors:
-            return _Flow(failed=True, msg=result.msg, failed_task=task.name or task.task_id)
+            return _Flow(
+                failed=True,
+                msg=result.msg,
+                failed_task=task.name or task.task_id,
+                failed_task_id=task.task_id,
+                result=value,
+            )
         return _Flow()
 
-    def _fail(self, state: _HostRun, task: Task, msg: str, started: Any) -> _Flow:
+    def _fail(self, state: _HostRun, task: Task, msg: str, started: datetime) -> _Flow:
         self._record(state, task, "failed", msg, started)
-        return _Flow(failed=True, msg=msg, failed_task=task.name or task.task_id)
+        return _Flow(failed=True, msg=msg, failed_task=task.name or task.task_id, failed_task_id=task.task_id)
 
     def _record(
         self,
@@ -465,7 +573,7 @@ class HostWorkflow:
         task: Task,
         status: TaskStatus,
         msg: str,
-        started: Any,
+        started: datetime,
         attempts: int = 1,
         result: ModuleResult | None = None,
     ) -> None:
@@ -486,8 +594,6 @@ class HostWorkflow:
 
 def _small(data: dict[str, Any], limit: int = 4096) -> dict[str, Any]:
     """Keep task data in reports only while it is small; big outputs stay in the registered var."""
-    import json
-
     text = json.dumps(data, default=str)
     return data if len(text) <= limit else {"truncated": True, "bytes": len(text)}
 

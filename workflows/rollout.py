@@ -150,8 +150,15 @@ def blocked_reason(state: RolloutState, limits: RolloutLimits) -> str | None:
         )
     if len(state.in_flight) >= limits.max_in_flight:
         return f"window full: {len(state.in_flight)} in flight (max_in_flight {limits.max_in_flight})"
-    if not next_hosts(state, limits) and not state.in_flight:
-        return "every pending host's failure domain is at max_unavailable_per_domain"
+    if not next_hosts(state, limits):
+        # Whether hosts are still in flight or not, say which domains hold the rest back.
+        unavailable = state.unavailable_by_domain(limits.failed_hosts_unavailable)
+        blocked = sorted({state.domain(h) for h in state.pending()})
+        detail = ", ".join(f"{d or '(no domain)'}: {unavailable[d]} unavailable" for d in blocked)
+        return (
+            f"every pending host's failure domain is at max_unavailable_per_domain "
+            f"{limits.max_unavailable_per_domain} ({detail})"
+        )
     return None
 
 

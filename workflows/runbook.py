@@ -12,12 +12,15 @@ All state lives in one `RunProgress` model, so continuing as new is one call.
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import math
+from collections.abc import Callable
 from datetime import timedelta
-from typing import Any
+from typing import Any, Literal
 
 from temporalio import workflow
 from temporalio.common import RetryPolicy, SearchAttributeKey, SearchAttributeUpdate
-from temporalio.exceptions import ActivityError, ApplicationError, ChildWorkflowError
+from temporalio.exceptions import ActivityError, ApplicationError, ChildWorkflowError, FailureError
 
 with workflow.unsafe.imports_passed_through():
     from pitstop.contracts import (
@@ -38,6 +41,7 @@ with workflow.unsafe.imports_passed_through():
         RunStatus,
         StageProgress,
         StageReport,
+        StageState,
         StageStatus,
         VoteRecord,
     )
@@ -65,6 +69,12 @@ STATUS_KEY = SearchAttributeKey.for_keyword("PitstopStatus")
 # keeps pending children far below Temporal's 2,000 per execution.
 MAX_PARALLEL_HOSTS = 200
 LOCALHOST = "localhost"
+# Shortest observe interval honoured; a zero interval would make the window a busy loop.
+MIN_OBSERVE_INTERVAL_S = 0.05
+
+# How a stage's host loop ended: every eligible host finished, a stop was requested or
+# triggered, or nothing can start although hosts remain (their domains are unavailable).
+DriveOutcome = Literal["done", "stopped", "stuck"]
 
 
 class _ContinueAsNew(Exception):
@@ -78,11 +88,18 @@ class RunbookWorkflow:
         self.request = request
         self.progress: RunProgress | None = request.state
         self.run_status: RunState = "planning" if request.state is None else "running"
-        self.paused = False
+        self.paused = request.state.paused if request.state is not None else False
         self.abort_reason: str | None = None
         self.rollback_request: str | None = None
-        self.skip_requests: set[str] = set()
+        # Why the current stage stopped launching (a rollback trigger); open host gates of
+        # the stage close with it, so that hosts waiting for a vote do not hold the rollback.
+        self.halt_reason: str | None = None
+        self.skip_requests: set[str] = (
+            set(request.state.skip_requests) if request.state is not None else set()
+        )
+        # Stage hosts in flight, and the one-off children (observe checks, rollbacks).
         self.children: dict[str, Any] = {}
+        self.aux_children: dict[str, Any] = {}
         self.completed: list[HostResult] = []
         self.launches = 0
         self.msg = ""
@@ -95,55 +112,52 @@ class RunbookWorkflow:
     @workflow.update
     def decide(self, decision: Decision) -> VoteRecord:
         """Vote on a gate. A refusal is recorded in the run's status and returned as an error."""
-        gate_id = self._gate_id_for(decision)
-        gate = self._gates().get(gate_id)
-        now = workflow.now()
-        reason = gate_rules.refusal_reason(gate, decision, self.request.requested_by, now, gate_id)
+        gate_id, gate, reason = self._judge(decision)
         if reason is not None:
             if gate is not None:
-                self._gates()[gate_id] = gate_rules.record_refusal(gate, decision, reason, now)
+                self._gates()[gate_id] = gate_rules.record_refusal(gate, decision, reason, workflow.now())
             raise ApplicationError(reason, type="VoteRefused", non_retryable=True)
         assert gate is not None
-        updated = gate_rules.apply_vote(gate, decision, now)
+        updated = gate_rules.apply_vote(gate, decision, workflow.now())
         self._gates()[gate_id] = updated
+        self._details()
         return updated.votes[-1]
 
     @decide.validator
     def _validate_decide(self, decision: Decision) -> None:
         # Requests that would add nothing to the audit trail are rejected before they reach
         # history: votes for gates that do not exist, and the same refused vote repeated.
-        gate_id = self._gate_id_for(decision)
-        gate = self._gates().get(gate_id)
-        reason = gate_rules.refusal_reason(gate, decision, self.request.requested_by, workflow.now(), gate_id)
+        _, gate, reason = self._judge(decision)
         if reason is None:
             return
         if gate is None or gate_rules.is_repeat_refusal(gate, decision, reason):
-            raise ValueError(reason)
+            raise ApplicationError(reason, type="VoteRefused", non_retryable=True)
 
     @workflow.signal(name="decide_signal")
     def decide_signal(self, decision: Decision) -> None:
         """Signal twin of `decide` for clients that can only signal; refusals are recorded."""
-        gate_id = self._gate_id_for(decision)
-        gate = self._gates().get(gate_id)
-        now = workflow.now()
-        reason = gate_rules.refusal_reason(gate, decision, self.request.requested_by, now, gate_id)
-        if gate is None:
-            workflow.logger.warning("vote refused: %s", reason)
-            return
+        gate_id, gate, reason = self._judge(decision)
         if reason is not None:
-            if not gate_rules.is_repeat_refusal(gate, decision, reason):
-                self._gates()[gate_id] = gate_rules.record_refusal(gate, decision, reason, now)
+            workflow.logger.warning("vote refused: %s", reason)
+            if gate is not None and not gate_rules.is_repeat_refusal(gate, decision, reason):
+                self._gates()[gate_id] = gate_rules.record_refusal(gate, decision, reason, workflow.now())
             return
-        self._gates()[gate_id] = gate_rules.apply_vote(gate, decision, now)
+        assert gate is not None
+        self._gates()[gate_id] = gate_rules.apply_vote(gate, decision, workflow.now())
+        self._details()
 
     @workflow.signal
     async def pause(self) -> None:
         self.paused = True
+        self._upsert()
+        self._details()
         await self._tell_children("pause")
 
     @workflow.signal
     async def resume(self) -> None:
         self.paused = False
+        self._upsert()
+        self._details()
         await self._tell_children("resume")
 
     @workflow.signal
@@ -155,7 +169,7 @@ class RunbookWorkflow:
     async def skip_host(self, host: str) -> None:
         self.skip_requests.add(host)
         if host in self.children:
-            await self.children[host].signal("abort", "skipped by operator")
+            await self._signal(self.children[host], "abort", "skipped by operator")
 
     @workflow.signal
     def rollback(self, reason: str) -> None:
@@ -163,18 +177,32 @@ class RunbookWorkflow:
 
     @workflow.signal
     async def host_gate(self, request: HostGateRequest) -> None:
-        if self.progress is None or request.gate_id in self.progress.gates:
+        if self.progress is None:
+            return
+        known = self.progress.gates.get(request.gate_id)
+        if known is not None:
+            # Asked again for a gate already decided: the decision stands.
+            if known.status != "open":
+                approved = known.status == "approved"
+                await self._answer_host_gate(
+                    request.host, request.gate_id, approved, known.closed_reason or ""
+                )
             return
         rule = self.progress.plan.gates.get(request.template)
         if rule is None:
             await self._answer_host_gate(request.host, request.gate_id, False, "is not in the plan")
             return
-        rule = rule.model_copy(update={"gate_id": request.gate_id})
         if self.progress.plan.check_mode:
             await self._answer_host_gate(request.host, request.gate_id, True, "skipped in check mode")
             return
+        rule = rule.model_copy(update={"gate_id": request.gate_id})
         self.progress.gates[request.gate_id] = gate_rules.open_gate(rule, workflow.now())
-        self._background.add(asyncio.create_task(self._host_gate_watch(request.host, request.gate_id)))
+        self._details()
+        # A stage host's gate also closes when the stage stops; a compensation's only on abort.
+        stage_host = request.host in self.children
+        self._background.add(
+            asyncio.create_task(self._host_gate_watch(request.host, request.gate_id, stage_host))
+        )
 
     @workflow.signal
     async def run_once_claim(self, claim: RunOnceClaim) -> None:
@@ -206,7 +234,7 @@ class RunbookWorkflow:
             runbook=progress.plan.runbook.name if progress else self.request.runbook,
             requested_by=self.request.requested_by,
             check_mode=self.request.check_mode,
-            status="paused" if self.paused and self.run_status == "running" else self.run_status,
+            status=self._shown_status(),
             current_stage=self._current_stage_name(),
             paused=self.paused,
             stages=list(progress.statuses) if progress else [],
@@ -232,18 +260,29 @@ class RunbookWorkflow:
             )
         progress = self.progress
         self._set_status("running")
-        try:
-            while progress.stage_index < len(progress.plan.stages):
-                outcome = await self._run_stage(progress.stage_index)
-                if outcome != "ok":
-                    break
-                progress.stage_index += 1
-                progress.stage = StageProgress()
-        except _ContinueAsNew:
-            await workflow.wait_condition(workflow.all_handlers_finished)
-            progress.executions += 1
-            workflow.continue_as_new(request.model_copy(update={"state": progress}))
+        while True:
+            try:
+                await self._run_stages()
+                break
+            except _ContinueAsNew:
+                await workflow.wait_condition(workflow.all_handlers_finished)
+                if self.abort_reason is None and self.rollback_request is None:
+                    progress.executions += 1
+                    progress.paused = self.paused
+                    progress.skip_requests = sorted(self.skip_requests)
+                    workflow.continue_as_new(request.model_copy(update={"state": progress}))
+                # An abort or rollback arrived while handlers finished: this execution
+                # handles it (the stage loop stops before it would continue as new again).
         return await self._finish()
+
+    async def _run_stages(self) -> None:
+        progress = self._p()
+        while progress.stage_index < len(progress.plan.stages):
+            outcome = await self._run_stage(progress.stage_index)
+            if outcome != "ok":
+                return
+            progress.stage_index += 1
+            progress.stage = StageProgress()
 
     async def _load_plan(self, request: RunRequest) -> Plan | RunReport:
         try:
@@ -256,7 +295,10 @@ class RunbookWorkflow:
             )
         except ActivityError as err:
             cause = err.cause
-            return self._early_report(f"plan failed: {cause if cause is not None else err}")
+            # The loader's own `file:line:col: message`, without the error type in front.
+            return self._early_report(
+                f"plan failed: {cause.message if isinstance(cause, FailureError) else err}"
+            )
         if request.expected_hashes is not None:
             changed = plan.hashes.differences(request.expected_hashes)
             if changed or plan.hashes.content != request.expected_hashes.content:
@@ -268,8 +310,8 @@ class RunbookWorkflow:
         return plan
 
     def _early_report(self, msg: str) -> RunReport:
-        self.run_status = "failed"
         self.msg = msg
+        self._set_status("failed")
         now = workflow.now()
         return RunReport(
             run_id=workflow.info().workflow_id,
@@ -288,53 +330,86 @@ class RunbookWorkflow:
         stage = progress.plan.runbook.stages[index]
         sp = progress.stage
         status = progress.statuses[index]
+        self.halt_reason = None
         self._upsert(stage=stage.name)
         if sp.phase == "gate_before":
             if stage.gate is not None and stage.gate.before:
                 status.status = "waiting_gate"
                 gate = await self._stage_gate(f"{stage.name}:before")
                 if gate.status != "approved":
-                    status.status = "aborted" if self.abort_reason else "skipped"
-                    progress.reports[index].status = status.status
-                    self.msg = f"stopped before stage {stage.name!r}: {gate.closed_reason}"
-                    return "stopped"
+                    if self.abort_reason is None and self.rollback_request is not None:
+                        # This stage never started; the stages before it are compensated.
+                        await self._rollback(index, self.rollback_request)
+                        return "rolled_back"
+                    return self._stop_stage(
+                        index,
+                        "aborted" if self.abort_reason else "skipped",
+                        f"stopped before stage {stage.name!r}: {gate.closed_reason}",
+                    )
             sp.phase = "hosts"
         if sp.phase == "hosts":
             status.status = "running"
             self._set_status("running")
-            await self._run_hosts(index, stage)
+            outcome = await self._run_hosts(index, stage)
             if self.abort_reason is not None:
-                status.status = "aborted"
-                progress.reports[index].status = "aborted"
-                return "stopped"
+                return self._stop_stage(index, "aborted", "")
+            trigger = self._rollback_trigger(index, stage)
+            if trigger is not None:
+                await self._rollback(index, trigger)
+                return "rolled_back"
+            if outcome == "stuck":
+                return self._stop_stage(
+                    index,
+                    "failed",
+                    f"stage {stage.name!r} stopped: {status.blocked_reason or 'no host can start'}",
+                )
             sp.phase = "observe"
-        trigger = self._rollback_trigger(index, stage, final=True)
-        if trigger is None and sp.phase == "observe":
+        if sp.phase == "observe":
             if stage.observe is not None:
                 status.status = "observing"
+                self._details()
                 trigger = await self._observe(index, stage)
-            if trigger is None:
-                sp.phase = "gate_after"
-        if trigger is None and sp.phase == "gate_after":
+                if self.abort_reason is not None:
+                    return self._stop_stage(index, "aborted", "")
+                if trigger is not None:
+                    await self._rollback(index, trigger)
+                    return "rolled_back"
+            sp.phase = "gate_after"
+        if sp.phase == "gate_after":
             if stage.gate is not None and stage.gate.after:
                 status.status = "waiting_gate"
                 gate = await self._stage_gate(f"{stage.name}:after")
+                if self.abort_reason is not None:
+                    return self._stop_stage(index, "aborted", "")
                 if gate.status != "approved":
-                    trigger = f"gate {stage.name}:after {gate.closed_reason}"
+                    await self._rollback(
+                        index, self.rollback_request or f"gate {stage.name}:after {gate.closed_reason}"
+                    )
+                    return "rolled_back"
             sp.phase = "done"
-        if trigger is not None:
-            await self._rollback(index, trigger)
-            return "rolled_back"
-        failed = bool(sp.failed)
-        status.status = "failed" if failed else "ok"
+        status.status = "failed" if sp.failed else "ok"
         progress.reports[index].status = status.status
         return "ok"
 
+    def _stop_stage(self, index: int, state: StageState, msg: str) -> str:
+        """The run stops in this stage: hosts that never started are marked skipped."""
+        progress = self._p()
+        status = progress.statuses[index]
+        status.status = state
+        progress.reports[index].status = state
+        for host, host_state in status.hosts.items():
+            if host_state == "pending":
+                status.hosts[host] = "skipped"
+        if msg:
+            self.msg = msg
+        return "stopped"
+
     # --- hosts -------------------------------------------------------------------------
-    async def _run_hosts(self, index: int, stage: Stage) -> None:
+    async def _run_hosts(self, index: int, stage: Stage) -> DriveOutcome:
         progress = self._p()
         planned = progress.plan.stages[index]
         sp = progress.stage
+        self._skip_failed_earlier(index)
         ordered = order_hosts(
             planned.hosts, planned.domains, stage.rolling.order if stage.rolling else "inventory"
         )
@@ -356,9 +431,10 @@ class RunbookWorkflow:
                 )
                 # The batch barrier: only this batch's hosts are eligible until it is done.
                 state.eligible = set(batch)
-                if not await self._drive(index, stage, state, limits):
-                    return
-            return
+                outcome = await self._drive(index, stage, state, limits)
+                if outcome != "done":
+                    return outcome
+            return "done"
         if stage.rolling is not None:
             window = resolve_count(stage.rolling.max_in_flight, total)
             per_domain = stage.rolling.max_unavailable_per_domain
@@ -370,64 +446,111 @@ class RunbookWorkflow:
             max_fail_percentage=stage.max_fail_percentage,
             any_errors_fatal=stage.any_errors_fatal,
         )
-        await self._drive(index, stage, state, limits)
+        return await self._drive(index, stage, state, limits)
 
-    async def _drive(self, index: int, stage: Stage, state: RolloutState, limits: RolloutLimits) -> bool:
-        """Launch and collect hosts until the eligible ones are done. False = stop the stage."""
-        progress = self._p()
-        status = progress.statuses[index]
+    async def _drive(
+        self, index: int, stage: Stage, state: RolloutState, limits: RolloutLimits
+    ) -> DriveOutcome:
+        """Launch and collect hosts until the eligible ones are done, or the stage stops."""
+        status = self._p().statuses[index]
         while True:
-            self._apply_skips(state, status)
-            stopping = self._stopping(index, stage, state, limits)
-            if not stopping and not self.paused:
-                if self.launches >= self.request.max_launches_per_execution:
-                    stopping = True
+            while self.completed:
+                self._collect(index, state, self.completed.pop(0))
+            self._apply_skips(index, state)
+            stop = self._stop_reason(index, stage, state, limits)
+            if stop is not None:
+                self.halt_reason = stop
+            elif not self.paused:
+                if self._launch_budget() <= 0:
                     if not state.in_flight and state.pending():
                         raise _ContinueAsNew()
                 else:
-                    for host in next_hosts(state, limits)[
-                        : self.request.max_launches_per_execution - self.launches
-                    ]:
-                        await self._launch(index, stage, host)
-                        state.in_flight.add(host)
-            status.blocked_reason = blocked_reason(state, limits) if state.pending() else None
+                    hosts = next_hosts(state, limits)[: self._launch_budget()]
+                    state.in_flight.update(hosts)
+                    await asyncio.gather(*(self._launch(index, stage, host) for host in hosts))
+            pending = state.pending()
+            status.blocked_reason = self._blocked_reason(state, limits, stop) if pending else None
             self._details()
-            if not state.in_flight and (stopping or not state.pending()):
-                return not stopping or not self._trigger_pending(index, stage)
-            await workflow.wait_condition(
-                lambda: (
-                    bool(self.completed)
-                    or self.abort_reason is not None
-                    or self.rollback_request is not None
-                    or bool(self.skip_requests & set(state.pending()))
-                    or (
-                        not self.paused
-                        and bool(next_hosts(state, limits))
-                        and not self._stopping_now(state, limits)
-                    )
-                )
+            if not state.in_flight:
+                if stop is not None:
+                    return "stopped"
+                if not pending:
+                    return "done"
+                if not self.paused and self._launch_budget() > 0 and not next_hosts(state, limits):
+                    return "stuck"
+            await self._wait_for_news(state)
+
+    async def _wait_for_news(self, state: RolloutState) -> None:
+        # Wake on news only: a condition that stays true (an abort already seen) would
+        # spin instead of waiting for the hosts in flight.
+        paused, aborted, rollback = self.paused, self.abort_reason, self.rollback_request
+        await workflow.wait_condition(
+            lambda: (
+                bool(self.completed)
+                or self.paused != paused
+                or self.abort_reason != aborted
+                or self.rollback_request != rollback
+                or bool(self.skip_requests & set(state.pending()))
             )
-            while self.completed:
-                self._collect(index, stage, state, self.completed.pop(0))
-
-    def _stopping_now(self, state: RolloutState, limits: RolloutLimits) -> bool:
-        return self.launches >= self.request.max_launches_per_execution or stop_launching(state, limits)
-
-    def _stopping(self, index: int, stage: Stage, state: RolloutState, limits: RolloutLimits) -> bool:
-        if self.abort_reason is not None:
-            return True
-        return stop_launching(state, limits) or self._trigger_pending(index, stage)
-
-    def _trigger_pending(self, index: int, stage: Stage) -> bool:
-        return (
-            self.rollback_request is not None or self._rollback_trigger(index, stage, final=False) is not None
         )
 
-    def _apply_skips(self, state: RolloutState, status: StageStatus) -> None:
+    def _launch_budget(self) -> int:
+        """Launches left in this execution before it continues as new."""
+        if workflow.info().is_continue_as_new_suggested():
+            return 0
+        return self.request.max_launches_per_execution - self.launches
+
+    def _stop_reason(
+        self, index: int, stage: Stage, state: RolloutState, limits: RolloutLimits
+    ) -> str | None:
+        if self.abort_reason is not None:
+            return f"aborted: {self.abort_reason}"
+        trigger = self._rollback_trigger(index, stage)
+        if trigger is not None:
+            return trigger
+        if stop_launching(state, limits):
+            return blocked_reason(state, limits) or "the stage's failure budget is spent"
+        return None
+
+    def _blocked_reason(self, state: RolloutState, limits: RolloutLimits, stop: str | None) -> str | None:
+        if stop is not None:
+            return f"stopping: {stop}"
+        if self.paused:
+            return "paused by operator"
+        return blocked_reason(state, limits)
+
+    def _skip_failed_earlier(self, index: int) -> None:
+        # As in Ansible, a host that failed takes no further part in the run.
+        progress = self._p()
+        failed_in: dict[str, str] = {}
+        for report in progress.reports[:index]:
+            for result in report.hosts:
+                if result.status == "failed":
+                    failed_in.setdefault(result.host, report.name)
+        for host in progress.plan.stages[index].hosts:
+            if host in failed_in and host not in progress.stage.skipped:
+                self._mark_skipped(index, host, f"not run: failed in stage {failed_in[host]!r}")
+
+    def _apply_skips(self, index: int, state: RolloutState) -> None:
         for host in sorted(self.skip_requests & set(state.pending())):
             state.skipped.add(host)
-            self._p().stage.skipped.append(host)
-            status.hosts[host] = "skipped"
+            self._mark_skipped(index, host, "skipped by operator")
+
+    def _mark_skipped(self, index: int, host: str, msg: str) -> None:
+        progress = self._p()
+        now = workflow.now()
+        progress.stage.skipped.append(host)
+        progress.statuses[index].hosts[host] = "skipped"
+        progress.reports[index].hosts.append(
+            HostResult(
+                host=host,
+                stage=progress.plan.stages[index].name,
+                status="skipped",
+                msg=msg,
+                started_at=now,
+                ended_at=now,
+            )
+        )
 
     async def _launch(self, index: int, stage: Stage, host: str) -> None:
         progress = self._p()
@@ -442,7 +565,7 @@ class RunbookWorkflow:
         )
         self.children[host] = handle
         if self.paused:
-            await handle.signal("pause")
+            await self._signal(handle, "pause")
         self._background.add(asyncio.create_task(self._await_child(host, stage.name, handle)))
 
     async def _await_child(self, host: str, stage: str, handle: Any) -> None:
@@ -463,9 +586,36 @@ class RunbookWorkflow:
                 ended_at=now,
             )
 
-    def _collect(self, index: int, stage: Stage, state: RolloutState, result: HostResult) -> None:
+    async def _run_aux(self, stage: Stage | None, host: str, tasks: list[Task], suffix: str) -> HostResult:
+        """A one-off child (observe check, rollback), reachable for its gates and run_once."""
+        handle = await workflow.start_child_workflow(
+            HostWorkflow.run,
+            self._host_input(stage, host, tasks, stage_handlers=False, select_tags=False),
+            id=f"{workflow.info().workflow_id}/{suffix}",
+            task_queue=workflow.info().task_queue,
+        )
+        self.aux_children[host] = handle
+        if self.paused:
+            await self._signal(handle, "pause")
+        try:
+            result = await self._child_result(host, stage.name if stage else "run", handle)
+        finally:
+            self.aux_children.pop(host, None)
+        self._close_host_gates(host, f"host {host} ended ({result.status})")
+        return result
+
+    def _close_host_gates(self, host: str, why: str) -> None:
+        # A host that ended (skipped, aborted) while its gate was open no longer waits for
+        # it: close the gate, so that it neither takes votes nor counts as open.
+        gates = self._p().gates
+        for gate_id, gate in list(gates.items()):
+            if gate.status == "open" and gate_id.endswith(f"@{host}"):
+                gates[gate_id] = gate_rules.close_on_run_end(gate, workflow.now(), f"closed: {why}")
+
+    def _collect(self, index: int, state: RolloutState, result: HostResult) -> None:
         progress = self._p()
         self.children.pop(result.host, None)
+        self._close_host_gates(result.host, f"host {result.host} ended ({result.status})")
         state.in_flight.discard(result.host)
         host_state: HostState = result.status
         if result.status == "failed":
@@ -474,7 +624,9 @@ class RunbookWorkflow:
         elif result.status == "aborted":
             state.skipped.add(result.host)
             progress.stage.skipped.append(result.host)
-            host_state = "skipped" if result.host in self.skip_requests else "aborted"
+            if result.host in self.skip_requests:
+                host_state = "skipped"
+                result = result.model_copy(update={"status": "skipped"})
         else:
             state.done.add(result.host)
             progress.stage.done.append(result.host)
@@ -488,6 +640,7 @@ class RunbookWorkflow:
         tasks: list[Task],
         stage_handlers: bool,
         extra: dict[str, Any] | None = None,
+        select_tags: bool = True,
     ) -> HostInput:
         plan = self._p().plan
         hostvars = plan.hostvars.get(host, {"inventory_hostname": host, "group_names": []})
@@ -500,6 +653,9 @@ class RunbookWorkflow:
         merged["stage"] = self._stage_vars(stage)
         if extra:
             merged.update(extra)
+        if stage is not None and stage.tags:
+            # A stage's tags apply to every task in it, as a play's do in Ansible.
+            tasks = [t.model_copy(update={"tags": [*stage.tags, *t.tags]}) for t in tasks]
         handlers = [*(stage.handlers if stage is not None and stage_handlers else []), *plan.runbook.handlers]
         return HostInput(
             run_workflow_id=workflow.info().workflow_id,
@@ -514,8 +670,9 @@ class RunbookWorkflow:
             task_queue=plan.task_queue,
             cluster=plan.cluster,
             check_mode=plan.check_mode,
-            tags=plan.tags,
-            skip_tags=plan.skip_tags,
+            # Compensations and observe checks run whole, whatever --tags chose.
+            tags=plan.tags if select_tags else [],
+            skip_tags=plan.skip_tags if select_tags else [],
             approvers=plan.runbook.approvers,
             requested_by=self.request.requested_by,
         )
@@ -542,19 +699,21 @@ class RunbookWorkflow:
             "hosts": list(planned.hosts),
             "done_hosts": list(sp.done) if sp else [h.host for h in report.hosts if h.status == "ok"],
             "failed_hosts": list(sp.failed) if sp else [h.host for h in report.hosts if h.status == "failed"],
-            "skipped_hosts": list(sp.skipped) if sp else [],
+            "skipped_hosts": list(sp.skipped)
+            if sp
+            else [h.host for h in report.hosts if h.status == "skipped"],
             "results": {h.host: {"status": h.status, "msg": h.msg} for h in report.hosts},
         }
 
     # --- rollback triggers, observe, rollback ------------------------------------------------
-    def _rollback_trigger(self, index: int, stage: Stage, final: bool) -> str | None:
+    def _rollback_trigger(self, index: int, stage: Stage) -> str | None:
         progress = self._p()
         if self.rollback_request is not None:
             return self.rollback_request
         sp = progress.stage
         total = len(progress.plan.stages[index].hosts)
         if stage.any_errors_fatal and sp.failed:
-            return f"any_errors_fatal: {sp.failed[0]} failed"
+            return f"any_errors_fatal: {sp.failed[0]} failed in stage {stage.name!r}"
         pct = stage.max_fail_percentage
         if pct is not None and total and len(sp.failed) * 100.0 > pct * total:
             return (
@@ -568,72 +727,86 @@ class RunbookWorkflow:
             for expression in stage.rollback_when:
                 try:
                     if evaluate_bool(expression, ctx):
-                        return f"rollback_when held: {expression}"
+                        return f"rollback_when held in stage {stage.name!r}: {expression}"
                 except TemplateError as exc:
                     return f"rollback_when could not be evaluated ({exc}); rolling back to be safe"
         return None
 
     async def _observe(self, index: int, stage: Stage) -> str | None:
+        """Watch the stage for `observe.duration`: run the checks every `interval`; a failing
+        check, or an operator's rollback, is a rollback trigger."""
         progress = self._p()
         observe = stage.observe
         assert observe is not None
-        rounds = max(1, int(observe.duration // max(observe.interval, 1.0)))
+        interval = max(observe.interval, MIN_OBSERVE_INTERVAL_S)
+        rounds = max(1, math.floor(observe.duration / interval + 1e-9))
+        # A plan shows what the checks would say once; it does not wait out the window.
+        check_mode = progress.plan.check_mode
         while progress.stage.observe_round < rounds:
-            await workflow.sleep(timedelta(seconds=observe.interval))
+            if not check_mode:
+                with contextlib.suppress(TimeoutError):
+                    await workflow.wait_condition(
+                        lambda: self.rollback_request is not None or self.abort_reason is not None,
+                        timeout=timedelta(seconds=interval),
+                    )
+            if self.abort_reason is not None or self.rollback_request is not None:
+                return self.rollback_request
             n = progress.stage.observe_round
             progress.stage.observe_round += 1
-            if not observe.checks:
-                continue
-            handle = await workflow.start_child_workflow(
-                HostWorkflow.run,
-                self._host_input(stage, LOCALHOST, observe.checks, stage_handlers=False),
-                id=f"{workflow.info().workflow_id}/{stage.name}/observe/{n}",
-                task_queue=workflow.info().task_queue,
-            )
-            result = await self._child_result(LOCALHOST, stage.name, handle)
-            progress.reports[index].observations.append(result)
-            if result.status != "ok":
-                return f"observe check failed in stage {stage.name!r}: {result.failed_task}: {result.msg}"
-            if self.rollback_request is not None or self.abort_reason is not None:
-                return self.rollback_request
+            if observe.checks:
+                result = await self._run_aux(stage, LOCALHOST, observe.checks, f"{stage.name}/observe/{n}")
+                progress.reports[index].observations.append(result)
+                if result.status == "failed":
+                    return f"observe check failed in stage {stage.name!r}: {result.failed_task}: {result.msg}"
+            if check_mode:
+                break
         return None
 
     async def _rollback(self, index: int, reason: str) -> None:
+        """Compensate in reverse order: this stage, then every earlier stage (a saga)."""
         progress = self._p()
         progress.rollback_reason = reason
         progress.statuses[index].rollback_reason = reason
         progress.reports[index].rollback_reason = reason
         self._set_status("rolling_back")
-        # Compensation in reverse order: this stage, then every earlier stage.
+        failures: list[str] = []
         for i in range(index, -1, -1):
+            if self.abort_reason is not None:
+                break
             stage = progress.plan.runbook.stages[i]
             report = progress.reports[i]
             if stage.rollback:
-                touched = progress.stage.started if i == index else [h.host for h in report.hosts]
-                targets = [LOCALHOST] if stage.rollback_run_once else list(reversed(touched))
+                touched = (
+                    list(progress.stage.started)
+                    if i == index
+                    else [h.host for h in report.hosts if h.status != "skipped"]
+                )
+                if stage.rollback_run_once:
+                    targets = [LOCALHOST] if touched else []
+                else:
+                    targets = list(reversed(touched))
                 for host in targets:
-                    handle = await workflow.start_child_workflow(
-                        HostWorkflow.run,
-                        self._host_input(stage, host, stage.rollback, stage_handlers=False),
-                        id=f"{workflow.info().workflow_id}/{stage.name}/rollback/{host}",
-                        task_queue=workflow.info().task_queue,
-                    )
-                    report.rollback_hosts.append(await self._child_result(host, stage.name, handle))
+                    if self.abort_reason is not None:
+                        break
+                    result = await self._run_aux(stage, host, stage.rollback, f"{stage.name}/rollback/{host}")
+                    report.rollback_hosts.append(result)
+                    if result.status != "ok":
+                        failures.append(f"{stage.name}/{host}")
             progress.statuses[i].status = "rolled_back"
             report.status = "rolled_back"
+            self._details()
         self.msg = f"rolled back: {reason}"
+        if failures:
+            self.msg += f"; compensation failed on {', '.join(failures)}"
 
     async def _run_level_rollback(self) -> list[HostResult]:
         progress = self._p()
         if not progress.plan.runbook.rollback:
             return []
-        handle = await workflow.start_child_workflow(
-            HostWorkflow.run,
-            self._host_input(None, LOCALHOST, progress.plan.runbook.rollback, stage_handlers=False),
-            id=f"{workflow.info().workflow_id}/run/rollback",
-            task_queue=workflow.info().task_queue,
-        )
-        return [await self._child_result(LOCALHOST, "run", handle)]
+        result = await self._run_aux(None, LOCALHOST, progress.plan.runbook.rollback, "run/rollback")
+        if result.status != "ok":
+            self.msg += f"; run-level rollback failed: {result.msg}"
+        return [result]
 
     # --- gates ---------------------------------------------------------------------------
     async def _stage_gate(self, gate_id: str) -> GateState:
@@ -654,23 +827,26 @@ class RunbookWorkflow:
                 )
             progress.gates[gate_id] = gate
         self._set_status("waiting_gate")
-        gate = await self._wait_gate(gate_id)
+        gate = await self._wait_gate(gate_id, lambda: self.abort_reason or self.rollback_request)
         self._set_status("running")
         return gate
 
-    async def _wait_gate(self, gate_id: str) -> GateState:
+    async def _wait_gate(self, gate_id: str, interrupt: Callable[[], str | None]) -> GateState:
+        """Wait for a gate to close by votes or timeout; `interrupt` giving a reason closes it."""
         progress = self._p()
         while True:
             gate = progress.gates[gate_id]
             if gate.status != "open":
                 return gate
-            if self.abort_reason is not None:
-                progress.gates[gate_id] = gate_rules.close_on_run_end(gate, workflow.now(), self.abort_reason)
+            why = interrupt()
+            if why is not None:
+                progress.gates[gate_id] = gate_rules.close_on_run_end(gate, workflow.now(), f"closed: {why}")
+                self._details()
                 return progress.gates[gate_id]
             remaining = (gate.deadline - workflow.now()).total_seconds() if gate.deadline else None
             try:
                 await workflow.wait_condition(
-                    lambda: progress.gates[gate_id].status != "open" or self.abort_reason is not None,
+                    lambda: progress.gates[gate_id].status != "open" or interrupt() is not None,
                     timeout=timedelta(seconds=max(remaining, 0.001)) if remaining is not None else None,
                 )
             except TimeoutError:
@@ -680,9 +856,15 @@ class RunbookWorkflow:
                     workflow.logger.warning(
                         "gate %s escalated to %s", gate_id, ", ".join(updated.rule.escalate_to)
                     )
+            self._details()
 
-    async def _host_gate_watch(self, host: str, gate_id: str) -> None:
-        gate = await self._wait_gate(gate_id)
+    async def _host_gate_watch(self, host: str, gate_id: str, stage_host: bool) -> None:
+        def interrupt() -> str | None:
+            if stage_host:
+                return self.abort_reason or self.rollback_request or self.halt_reason
+            return self.abort_reason
+
+        gate = await self._wait_gate(gate_id, interrupt)
         approved = gate.status == "approved"
         await self._answer_host_gate(host, gate_id, approved, gate.closed_reason or gate.status)
 
@@ -690,28 +872,46 @@ class RunbookWorkflow:
         closed = GateClosed(gate_id=gate_id, approved=approved, reason=reason)
         await self._signal_host(host, "gate_closed", closed)
 
+    def _judge(self, decision: Decision) -> tuple[str, GateState | None, str | None]:
+        """The gate a vote is for, and why it may not count (None when it may)."""
+        try:
+            gate_id = self._gate_id_for(decision)
+        except ValueError as exc:
+            return "", None, str(exc)
+        gate = self._gates().get(gate_id)
+        reason = gate_rules.refusal_reason(gate, decision, self.request.requested_by, workflow.now(), gate_id)
+        return gate_id, gate, reason
+
     def _gate_id_for(self, decision: Decision) -> str:
         if decision.gate:
             return decision.gate
-        open_ids = [g.rule.gate_id for g in self._gates().values() if g.status == "open"]
+        open_ids = sorted(g.rule.gate_id for g in self._gates().values() if g.status == "open")
         if len(open_ids) == 1:
             return open_ids[0]
         if len(open_ids) > 1:
             raise ValueError(f"several gates are open ({', '.join(open_ids)}); name one with --gate")
-        return "(none open)"
+        raise ValueError("no gate is open in this run; there is nothing to vote on")
 
     def _gates(self) -> dict[str, GateState]:
         return self.progress.gates if self.progress is not None else {}
 
     # --- children, status, report --------------------------------------------------------
+    async def _signal(self, handle: Any, signal: str, *args: Any) -> None:
+        # A child may finish between our decision to signal it and the signal's delivery;
+        # that is news, not an error (an exception here would fail the whole run).
+        try:
+            await handle.signal(signal, *args)
+        except Exception as exc:
+            workflow.logger.info("signal %s to %s not delivered: %s", signal, handle.id, exc)
+
     async def _signal_host(self, host: str, signal: str, arg: Any) -> None:
-        handle = self.children.get(host)
+        handle = self.children.get(host) or self.aux_children.get(host)
         if handle is not None:
-            await handle.signal(signal, arg)
+            await self._signal(handle, signal, arg)
 
     async def _tell_children(self, signal: str, *args: Any) -> None:
-        for handle in list(self.children.values()):
-            await handle.signal(signal, *args)
+        handles = [*self.children.values(), *self.aux_children.values()]
+        await asyncio.gather(*(self._signal(h, signal, *args) for h in handles))
 
     def _waiters(self, task_id: str) -> list[str]:
         return self._run_once_waiters.setdefault(task_id, [])
@@ -726,6 +926,9 @@ class RunbookWorkflow:
         assert self.progress is not None
         return self.progress
 
+    def _shown_status(self) -> RunState:
+        return "paused" if self.paused and self.run_status == "running" else self.run_status
+
     def _set_status(self, status: RunState) -> None:
         self.run_status = status
         self._upsert()
@@ -733,7 +936,7 @@ class RunbookWorkflow:
 
     def _upsert(self, stage: str | None = None) -> None:
         progress = self.progress
-        wanted: dict[str, str] = {STATUS_KEY.name: self.run_status}
+        wanted: dict[str, str] = {STATUS_KEY.name: self._shown_status()}
         if progress is not None:
             wanted[RUNBOOK_KEY.name] = progress.plan.runbook.name
             if progress.plan.cluster is not None:
@@ -753,7 +956,7 @@ class RunbookWorkflow:
         progress = self.progress
         if progress is None:
             return
-        lines = [f"**{progress.plan.runbook.name}**: {self.run_status}"]
+        lines = [f"**{progress.plan.runbook.name}**: {self._shown_status()}"]
         for st in progress.statuses:
             counts: dict[str, int] = {}
             for value in st.hosts.values():
@@ -771,9 +974,15 @@ class RunbookWorkflow:
     async def _finish(self) -> RunReport:
         progress = self._p()
         run_rollback: list[HostResult] = []
+        final: RunState
         if progress.rollback_reason is not None:
-            run_rollback = await self._run_level_rollback()
-            final: RunState = "rolled_back"
+            if self.abort_reason is None:
+                run_rollback = await self._run_level_rollback()
+            if self.abort_reason is not None:
+                final = "aborted"
+                self.msg = f"aborted during rollback ({progress.rollback_reason}): {self.abort_reason}"
+            else:
+                final = "rolled_back"
         elif self.abort_reason is not None:
             final = "aborted"
             self.msg = f"aborted: {self.abort_reason}"

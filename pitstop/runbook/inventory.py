@@ -33,6 +33,8 @@ class SSHConfig(_Frozen):
     port: int = Field(default=22, ge=1, le=65535)
     key: SecretRef | None = None
     known_hosts: str | None = None
+    # known_hosts lines held in a secret, when there is no file on the worker.
+    known_hosts_secret: SecretRef | None = None
     jump_host: str | None = None
 
 

@@ -25,6 +25,7 @@ StartFn = Callable[..., Awaitable[WorkflowHandle[Any, RunReport]]]
 @pytest.fixture
 async def engine_worker(temporal_client: Client, task_queue: str) -> AsyncIterator[str]:
     testmodules.CALLS.clear()
+    testmodules.RECORDS.clear()
     worker = build_worker(
         temporal_client,
         task_queue,

@@ -1,0 +1,378 @@
+"""`pitstop run | plan | status | approve | reject | pause | resume | abort | skip-host | rollback`.
+
+Approver identity on the command line is *asserted*, not authenticated: `--as NAME`
+(default: the OS user running the command) is the name the gate checks against its
+approvers. Who may send Updates to a namespace at all is Temporal's authorization
+(mTLS/API keys per namespace); approvals that need a verified identity come from Slack,
+whose requests are signed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import getpass
+import json
+import time
+import uuid
+from collections.abc import Callable, Coroutine
+from pathlib import Path
+from typing import Annotated, Any, TypeVar
+
+import typer
+from rich.console import Console
+from rich.live import Live
+from temporalio.client import (
+    Client,
+    WorkflowExecutionStatus,
+    WorkflowFailureError,
+    WorkflowHandle,
+    WorkflowUpdateFailedError,
+)
+from temporalio.service import RPCError
+
+from pitstop.bundle import BundleError, collect
+from pitstop.contracts import Decision, RunReport, RunRequest, RunStatus, VoteRecord
+from pitstop.settings import Settings
+from pitstop.views import report_view, status_view, ui_link
+
+console = Console()
+err_console = Console(stderr=True)
+T = TypeVar("T")
+
+FINAL_STATES = {"succeeded", "completed_with_failures", "failed", "rolled_back", "aborted"}
+
+
+def _fail(message: str, code: int = 1) -> None:
+    err_console.print(f"[red]error:[/red] {message}", highlight=False)
+    raise typer.Exit(code)
+
+
+def _run(coro: Callable[[], Coroutine[Any, Any, T]]) -> T:
+    from pitstop.client import PitstopConnectionError
+
+    try:
+        return asyncio.run(coro())
+    except PitstopConnectionError as exc:
+        _fail(str(exc))
+        raise  # unreachable; keeps mypy honest
+
+
+async def _client(settings: Settings) -> Client:
+    from pitstop.client import connect
+
+    return await connect(settings, tracing=False)
+
+
+def _parse_vars(pairs: list[str]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for pair in pairs:
+        if pair.startswith("@"):
+            path = Path(pair[1:])
+            try:
+                out.update(json.loads(path.read_text()))
+            except (OSError, json.JSONDecodeError) as exc:
+                _fail(f"-e {pair}: cannot read JSON vars: {exc}")
+            continue
+        key, sep, value = pair.partition("=")
+        if not sep or not key.strip():
+            _fail(f"-e {pair!r}: expected key=value or @file.json")
+        try:
+            out[key.strip()] = json.loads(value)
+        except json.JSONDecodeError:
+            out[key.strip()] = value
+    return out
+
+
+def _split(values: list[str]) -> list[str]:
+    return [t.strip() for v in values for t in v.split(",") if t.strip()]
+
+
+def _request(
+    runbook: Path,
+    inventory: Path | None,
+    limit: str | None,
+    extra: list[str],
+    check: bool,
+    tags: list[str],
+    skip_tags: list[str],
+    requester: str,
+) -> RunRequest:
+    from pitstop.runbook import RunbookError
+
+    try:
+        files, runbook_name, inventory_name = collect(runbook, inventory)
+    except RunbookError as exc:
+        _fail(str(exc))
+        raise
+    except BundleError as exc:
+        _fail(str(exc))
+        raise
+    return RunRequest(
+        runbook=runbook_name,
+        inventory=inventory_name,
+        files=files,
+        limit=limit,
+        vars=_parse_vars(extra),
+        check_mode=check,
+        tags=_split(tags),
+        skip_tags=_split(skip_tags),
+        requested_by=requester,
+    )
+
+
+async def _follow(
+    handle: WorkflowHandle[Any, RunReport], settings: Settings, quiet: bool = False
+) -> RunReport:
+    """Show live status until the run ends; return its report."""
+    result = asyncio.ensure_future(handle.result())
+    with Live(console=console, refresh_per_second=4, transient=True) as live:
+        while not result.done():
+            try:
+                status = await handle.query("status", result_type=RunStatus)
+                if not quiet:
+                    live.update(status_view(status))
+            except RPCError:
+                pass
+            await asyncio.wait([result], timeout=1.0)
+    return result.result()
+
+
+def _exit_for(report: RunReport) -> None:
+    console.print(report_view(report))
+    raise typer.Exit(0 if report.status == "succeeded" else 1)
+
+
+def run(
+    runbook: Annotated[Path, typer.Argument(help="Runbook file.")],
+    inventory: Annotated[Path | None, typer.Option("--inventory", "-i", help="Inventory file.")] = None,
+    limit: Annotated[str | None, typer.Option("--limit", "-l", help="Further limit hosts (pattern).")] = None,
+    extra_vars: Annotated[list[str], typer.Option("--extra-vars", "-e", help="key=value or @vars.json")] = [],  # noqa: B006
+    check: Annotated[bool, typer.Option("--check", help="Check mode: report what would change.")] = False,
+    tags: Annotated[list[str], typer.Option("--tags", help="Only tasks with these tags.")] = [],  # noqa: B006
+    skip_tags: Annotated[list[str], typer.Option("--skip-tags", help="Skip tasks with these tags.")] = [],  # noqa: B006
+    plan: Annotated[
+        str | None, typer.Option("--plan", help="Apply exactly what this plan run showed (refuses on drift).")
+    ] = None,
+    wait: Annotated[bool, typer.Option("--wait/--no-wait", help="Follow the run until it ends.")] = False,
+    run_id: Annotated[str | None, typer.Option("--id", help="Workflow id (default: generated).")] = None,
+    as_user: Annotated[
+        str | None, typer.Option("--as", help="Requester identity (default: OS user).")
+    ] = None,
+) -> None:
+    """Start a runbook run on Temporal."""
+    settings = Settings.from_env()
+    requester = as_user or getpass.getuser()
+    request = _request(runbook, inventory, limit, extra_vars, check, tags, skip_tags, requester)
+
+    async def go() -> None:
+        client = await _client(settings)
+        req = request
+        if plan is not None:
+            req = await _with_plan(client, req, plan)
+        wid = run_id or f"{Path(req.runbook).stem}-{time.strftime('%Y%m%d-%H%M%S')}-{uuid.uuid4().hex[:6]}"
+        handle = await client.start_workflow(
+            "RunbookWorkflow", req, id=wid, task_queue=settings.task_queue, result_type=RunReport
+        )
+        console.print(
+            f"started [bold]{wid}[/bold]  {ui_link(settings.ui_url, settings.temporal_namespace, wid)}"
+        )
+        if not wait:
+            return
+        try:
+            report = await _follow(handle, settings)
+        except WorkflowFailureError as exc:
+            _fail(f"run {wid} failed: {exc.cause or exc}")
+            return
+        if req.check_mode and report.hashes is not None:
+            console.print(
+                f"plan hash {report.hashes.content[:16]}…  apply with: pitstop run --plan {wid} ..."
+            )
+        _exit_for(report)
+
+    _run(go)
+
+
+async def _with_plan(client: Client, request: RunRequest, plan_id: str) -> RunRequest:
+    handle = client.get_workflow_handle(plan_id, result_type=RunReport)
+    try:
+        desc = await handle.describe()
+    except RPCError as exc:
+        _fail(f"plan run {plan_id!r} not found: {exc.message}")
+    if desc.status != WorkflowExecutionStatus.COMPLETED:
+        _fail(f"plan run {plan_id!r} has not completed (status {desc.status.name if desc.status else '?'})")
+    report = await handle.result()
+    if not report.check_mode:
+        _fail(f"run {plan_id!r} was not a plan (check-mode) run")
+    if report.hashes is None or report.status not in ("succeeded", "completed_with_failures"):
+        _fail(f"plan run {plan_id!r} did not produce a plan (status {report.status}: {report.msg})")
+    return request.model_copy(
+        update={"check_mode": False, "plan_of": plan_id, "expected_hashes": report.hashes}
+    )
+
+
+def plan(
+    runbook: Annotated[Path, typer.Argument(help="Runbook file.")],
+    inventory: Annotated[Path | None, typer.Option("--inventory", "-i", help="Inventory file.")] = None,
+    limit: Annotated[str | None, typer.Option("--limit", "-l", help="Further limit hosts (pattern).")] = None,
+    extra_vars: Annotated[list[str], typer.Option("--extra-vars", "-e", help="key=value or @vars.json")] = [],  # noqa: B006
+    tags: Annotated[list[str], typer.Option("--tags")] = [],  # noqa: B006
+    skip_tags: Annotated[list[str], typer.Option("--skip-tags")] = [],  # noqa: B006
+    as_user: Annotated[
+        str | None, typer.Option("--as", help="Requester identity (default: OS user).")
+    ] = None,
+) -> None:
+    """Run in check mode and record the plan (apply it later with `pitstop run --plan RUN_ID`)."""
+    run(
+        runbook,
+        inventory=inventory,
+        limit=limit,
+        extra_vars=extra_vars,
+        check=True,
+        tags=tags,
+        skip_tags=skip_tags,
+        plan=None,
+        wait=True,
+        run_id=None,
+        as_user=as_user,
+    )
+
+
+def status(
+    run_id: Annotated[str, typer.Argument(help="Run (workflow) id.")],
+    watch: Annotated[bool, typer.Option("--watch", "-w", help="Refresh until the run ends.")] = False,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the status as JSON.")] = False,
+) -> None:
+    """Show a run's stages, hosts and gates."""
+    settings = Settings.from_env()
+
+    async def go() -> None:
+        client = await _client(settings)
+        handle = client.get_workflow_handle(run_id, result_type=RunReport)
+        try:
+            current = await handle.query("status", result_type=RunStatus)
+        except RPCError as exc:
+            _fail(f"cannot read status of {run_id!r}: {exc.message}")
+            return
+        if as_json:
+            console.print_json(current.model_dump_json())
+            return
+        if not watch or current.status in FINAL_STATES:
+            console.print(status_view(current))
+            return
+        with Live(status_view(current), console=console, refresh_per_second=2) as live:
+            while current.status not in FINAL_STATES:
+                await asyncio.sleep(1.0)
+                current = await handle.query("status", result_type=RunStatus)
+                live.update(status_view(current))
+
+    _run(go)
+
+
+def _decide(run_id: str, approve: bool, gate: str | None, comment: str, as_user: str | None) -> None:
+    settings = Settings.from_env()
+    decision = Decision(
+        gate=gate, approve=approve, approver=as_user or getpass.getuser(), comment=comment, source="cli"
+    )
+
+    async def go() -> None:
+        client = await _client(settings)
+        handle = client.get_workflow_handle(run_id)
+        try:
+            vote = await handle.execute_update(
+                "decide", decision, id=f"cli-{uuid.uuid4().hex}", result_type=VoteRecord
+            )
+        except WorkflowUpdateFailedError as exc:
+            cause = exc.cause
+            _fail(f"vote refused: {getattr(cause, 'message', None) or cause or exc}")
+            return
+        except RPCError as exc:
+            _fail(f"vote refused: {exc.message}")
+            return
+        verb = "approved" if approve else "rejected"
+        console.print(
+            f"{decision.approver} {verb} {gate or 'the open gate'} of {run_id} (recorded {vote.at:%H:%M:%S})"
+        )
+
+    _run(go)
+
+
+def approve(
+    run_id: Annotated[str, typer.Argument(help="Run (workflow) id.")],
+    gate: Annotated[
+        str | None, typer.Option("--gate", "-g", help="Gate id (default: the only open gate).")
+    ] = None,
+    comment: Annotated[str, typer.Option("--comment", "-m", help="Why (some gates require one).")] = "",
+    as_user: Annotated[str | None, typer.Option("--as", help="Approver identity (default: OS user).")] = None,
+) -> None:
+    """Approve a gate (as `--as`, default the OS user)."""
+    _decide(run_id, True, gate, comment, as_user)
+
+
+def reject(
+    run_id: Annotated[str, typer.Argument(help="Run (workflow) id.")],
+    gate: Annotated[
+        str | None, typer.Option("--gate", "-g", help="Gate id (default: the only open gate).")
+    ] = None,
+    comment: Annotated[str, typer.Option("--comment", "-m", help="Why.")] = "",
+    as_user: Annotated[str | None, typer.Option("--as", help="Approver identity (default: OS user).")] = None,
+) -> None:
+    """Reject a gate."""
+    _decide(run_id, False, gate, comment, as_user)
+
+
+def _signal(run_id: str, name: str, *args: str) -> None:
+    settings = Settings.from_env()
+
+    async def go() -> None:
+        client = await _client(settings)
+        try:
+            await client.get_workflow_handle(run_id).signal(name, *args)
+        except RPCError as exc:
+            _fail(f"cannot signal {run_id!r}: {exc.message}")
+        console.print(f"sent {name} to {run_id}")
+
+    _run(go)
+
+
+def pause(run_id: Annotated[str, typer.Argument()]) -> None:
+    """Stop launching hosts and tasks until `resume`."""
+    _signal(run_id, "pause")
+
+
+def resume(run_id: Annotated[str, typer.Argument()]) -> None:
+    """Resume a paused run."""
+    _signal(run_id, "resume")
+
+
+def abort(
+    run_id: Annotated[str, typer.Argument()],
+    reason: Annotated[str, typer.Option("--reason", "-r")] = "aborted by operator",
+) -> None:
+    """Stop the run at the next task boundary of every host."""
+    _signal(run_id, "abort", reason)
+
+
+def skip_host(run_id: Annotated[str, typer.Argument()], host: Annotated[str, typer.Argument()]) -> None:
+    """Skip a host that has not started (or stop it at its next task)."""
+    _signal(run_id, "skip_host", host)
+
+
+def rollback(
+    run_id: Annotated[str, typer.Argument()],
+    reason: Annotated[str, typer.Option("--reason", "-r")] = "rollback requested by operator",
+) -> None:
+    """Trigger the runbook's rollback now."""
+    _signal(run_id, "rollback", reason)
+
+
+def register(app: typer.Typer) -> None:
+    app.command()(run)
+    app.command()(plan)
+    app.command()(status)
+    app.command()(approve)
+    app.command()(reject)
+    app.command()(pause)
+    app.command()(resume)
+    app.command()(abort)
+    app.command(name="skip-host")(skip_host)
+    app.command()(rollback)

@@ -1,0 +1,112 @@
+"""`pitstop sim serve`: run a rehearsal cluster on loopback and write its kubeconfig."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import signal
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.console import Console
+
+from pitstop.sim.cluster import SimCluster, SimConfig
+from pitstop.sim.scenario import Scenario, ScenarioError, load_scenario
+
+sim_app = typer.Typer(
+    help="The rehearsal cluster: a simulated GPU Kubernetes cluster for kubectl and pitstop.",
+    no_args_is_help=True,
+    add_completion=False,
+)
+
+console = Console()
+err_console = Console(stderr=True)
+
+DEFAULT_KUBECONFIG = Path(".pitstop/sim/kubeconfig")
+
+
+@sim_app.callback()
+def _group() -> None:
+    """Keeps `serve` a sub-command even while it is the only one."""
+
+
+@sim_app.command()
+def serve(
+    nodes: Annotated[
+        int | None, typer.Option(min=1, help="Number of nodes (overrides the scenario).")
+    ] = None,
+    domains: Annotated[
+        int | None, typer.Option(min=1, help="Failure domains (zones) the nodes spread over.")
+    ] = None,
+    gpus_per_node: Annotated[int | None, typer.Option(min=0, help="nvidia.com/gpu on each node.")] = None,
+    scenario: Annotated[
+        Path | None,
+        typer.Option(exists=False, dir_okay=False, help="Scenario YAML (workloads, health, faults)."),
+    ] = None,
+    time_scale: Annotated[
+        float | None, typer.Option(help="Simulated seconds per real second (e.g. 60: a minute per second).")
+    ] = None,
+    port: Annotated[int, typer.Option(min=0, max=65535, help="Port on 127.0.0.1 (0 picks a free one).")] = 0,
+    kubeconfig: Annotated[Path, typer.Option(help="Where to write the kubeconfig.")] = DEFAULT_KUBECONFIG,
+) -> None:
+    """Serve the Kubernetes API of a simulated GPU cluster until interrupted."""
+    try:
+        loaded = load_scenario(scenario) if scenario is not None else Scenario()
+        config = SimConfig(
+            scenario=loaded,
+            nodes=nodes,
+            domains=domains,
+            gpus_per_node=gpus_per_node,
+            time_scale=time_scale,
+            port=port,
+            kubeconfig=kubeconfig,
+        )
+        cluster = SimCluster(config)
+    except ScenarioError as exc:
+        err_console.print(f"[red]invalid scenario:[/] {exc}", highlight=False)
+        raise typer.Exit(2) from None
+    try:
+        asyncio.run(_serve(cluster))
+    except ScenarioError as exc:
+        err_console.print(f"[red]invalid scenario:[/] {exc}", highlight=False)
+        raise typer.Exit(2) from None
+    except OSError as exc:
+        err_console.print(f"[red]cannot serve on 127.0.0.1:{port}:[/] {exc.strerror or exc}", highlight=False)
+        raise typer.Exit(1) from None
+
+
+async def _serve(cluster: SimCluster) -> None:
+    url = await cluster.start_async()
+    shape = cluster.scenario.cluster
+    console.print(
+        f"rehearsal cluster [bold]{cluster.scenario.name}[/] serving at {url}\n"
+        f"  {shape.nodes} nodes in {shape.domains} failure domains, {shape.gpus_per_node} GPUs each, "
+        f"time scale {cluster.scenario.timing.time_scale:g}\n"
+        f"  kubeconfig: {cluster.kubeconfig_path}   (kubectl --kubeconfig {cluster.kubeconfig_path} get nodes)\n"
+        f"  admin: {url}/_sim/counters, {url}/_sim/timeline\n"
+        "Press Ctrl+C to stop.",
+        highlight=False,
+    )
+    loop = asyncio.get_running_loop()
+    stop = asyncio.Event()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        with contextlib.suppress(NotImplementedError):
+            loop.add_signal_handler(sig, stop.set)
+    try:
+        waiter = asyncio.ensure_future(cluster.serve_forever())
+        stopper = asyncio.ensure_future(stop.wait())
+        await asyncio.wait({waiter, stopper}, return_when=asyncio.FIRST_COMPLETED)
+        waiter.cancel()
+        stopper.cancel()
+    finally:
+        await cluster.stop_async()
+        console.print("rehearsal cluster stopped")
+
+
+def main() -> None:
+    sim_app()
+
+
+if __name__ == "__main__":
+    main()

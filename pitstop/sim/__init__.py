@@ -1,0 +1,120 @@
+"""The rehearsal cluster: a simulated GPU Kubernetes cluster that `kubectl` and the official
+`kubernetes` Python client cannot tell from a small real one, for the calls pitstop makes.
+
+Start it
+--------
+- Command line: `pitstop sim serve [--nodes N] [--domains D] [--gpus-per-node G]
+  [--scenario FILE] [--time-scale X] [--port P] [--kubeconfig PATH]` serves on 127.0.0.1 and
+  writes a kubeconfig (plain-HTTP server URL, bearer token `pitstop-sim-token`).
+- In-process (tests, demo)::
+
+      from pitstop.sim import SimCluster, SimConfig, load_scenario
+      with SimCluster(SimConfig(scenario=load_scenario(path), kubeconfig=tmp / "kubeconfig")) as sim:
+          sim.url, sim.kubeconfig_path          # http://127.0.0.1:<port>, the kubeconfig file
+          kubernetes.config.load_kube_config(config_file=str(sim.kubeconfig_path))
+
+  `SimCluster.start()` serves from a background thread and returns the URL; `stop()` ends
+  it. `await start_async()` / `stop_async()` run it on the caller's event loop instead.
+  Every `SimCluster` method is thread-safe.
+
+Python API (`SimCluster`)
+-------------------------
+  counters() -> CountersSnapshot        reset_counters()
+  timeline() -> [TimelineEvent]         unavailability() -> [DomainUnavailability]
+  reboot(node)                          node_profile(node) / set_node_profile(node, ProfileUpdate)
+  add_fault(ApiErrorFault | LatencyFault) -> index       clear_faults()
+  block_pdb(namespace, name, blocked=True)               (a PDB that never allows, or back)
+  get/list/create/patch/delete(resource, ...)  objects in-process ("pods", "apps/deployments", ...)
+  wait_for(predicate, timeout, what)    node_names()     call(fn) (run fn(SimControl) on the loop)
+
+HTTP admin endpoints (no token): see `pitstop.sim.admin` — `/_sim/counters`,
+`/_sim/counters/reset`, `/_sim/timeline`, `/_sim/unavailability`, `/_sim/reboot/{node}`,
+`/_sim/nodes/{node}/profile`, `/_sim/faults`, `/_sim/pdbs/{ns}/{name}/block`, `/_sim/state`.
+
+Kubernetes API served
+---------------------
+Discovery (`/version`, `/api`, `/api/v1`, `/apis`, `/apis/<group>[/<version>]`), no OpenAPI.
+core/v1: namespaces, nodes (+status), pods (+status, eviction, log, binding), events,
+configmaps, secrets, services, serviceaccounts; apps/v1: deployments (+scale), replicasets,
+daemonsets, statefulsets (stored only); batch/v1: jobs, cronjobs (stored only); policy/v1:
+poddisruptionbudgets; apiextensions.k8s.io/v1: customresourcedefinitions (creating one serves
+its resources); admissionregistration.k8s.io/v1: validating/mutating webhook configurations
+(stored); coordination.k8s.io/v1: leases; kueue.x-k8s.io/v1beta1: clusterqueues, localqueues,
+resourceflavors, workloads; nvidia.com/v1: clusterpolicies.
+Verbs: get, list (labelSelector, fieldSelector with the apiserver's field labels, limit and
+continue), watch (`?watch=1`, chunked JSON lines, resourceVersion resume, bookmarks), create
+(generateName, dryRun=All), update (resourceVersion conflicts), patch (strategic merge —
+refused with 415 on custom resources as the apiserver does —, JSON merge, JSON patch),
+delete (graceful pods, preconditions, propagationPolicy), deletecollection; Tables for
+`kubectl get`. Errors are `Status` objects with the apiserver's reasons and messages.
+
+Behaviour pitstop's kube modules rely on
+----------------------------------------
+- Nodes: labels `topology.kubernetes.io/zone` (failure domain), `nvidia.com/gpu.present=true`,
+  `nvidia.com/gpu.product`, `nvidia.com/gpu.count`, `pitstop.dev/driver-version`,
+  `pitstop.dev/firmware-version`; capacity/allocatable with `nvidia.com/gpu`; `nodeInfo`;
+  conditions. The node controller adds `node.kubernetes.io/unschedulable:NoSchedule` while a
+  node is cordoned and `not-ready`/`unreachable` taints while it is not Ready.
+- Eviction (`POST .../pods/{name}/eviction`, body policy/v1 Eviction): 201 `Status` Success,
+  or 429 `TooManyRequests` "Cannot evict pod as it would violate the pod's disruption
+  budget." with `details.causes[0].reason == "DisruptionBudget"`; pods matching two PDBs
+  get 500. The PDB status is computed live at eviction time, so eviction never exceeds
+  `disruptionsAllowed`. DaemonSet pods are recreated; Deployment pods are recreated after
+  `timing.recreate_delay_seconds` on a node that fits, and become Ready after
+  `timing.pod_start_seconds` (both simulated seconds, divided by the time scale).
+- Checkpoint protocol (gang training jobs, label `pitstop.dev/gang=<name>`): a pod or Job
+  annotated `pitstop.dev/checkpoint-protocol: "annotation"` answers a new
+  `pitstop.dev/checkpoint-requested: <token>` with `pitstop.dev/checkpoint-done: <token>`
+  after `timing.checkpoint_seconds` (or the object's `pitstop.dev/checkpoint-seconds`).
+  Objects without the protocol never answer. Counters record training pods evicted or
+  deleted without the protocol, or before acknowledging.
+- Validation pods: a pod labelled `pitstop.dev/validation=<kind>` runs for
+  `timing.validation_seconds[kind]`, then Succeeds or Fails with a log made by the log
+  producer for `<kind>` (`dcgm`, `nccl` built in; `register_log_producer` for more) from
+  its node's health profile; read it with `GET .../pods/{name}/log`. Plain Job pods finish
+  after `timing.job_seconds`; pods annotated `sim.pitstop.dev/run-seconds: N` after N.
+- Kueue: `stopPolicy` None/Hold/HoldAndDrain on ClusterQueues; Jobs labelled
+  `kueue.x-k8s.io/queue-name` are created suspended and admitted only while their
+  ClusterQueue (via the LocalQueue of that name) has `stopPolicy: None`; `HoldAndDrain`
+  suspends admitted ones. Status condition `Active` follows.
+- Reboot (`reboot(node)`, `POST /_sim/reboot/{node}`): Ready becomes Unknown, pods on the
+  node become not ready; after `timing.reboot_seconds` the node is Ready with a new boot id
+  and any profile update staged with `apply: reboot`. Cordon state is kept. Nodes in
+  `faults.nodes_never_return` stay NotReady.
+"""
+
+from __future__ import annotations
+
+from pitstop.sim.cluster import SimCluster, SimConfig, SimControl
+from pitstop.sim.models import (
+    ApiErrorFault,
+    CountersSnapshot,
+    DomainUnavailability,
+    LatencyFault,
+    NodeHealth,
+    NodeProfile,
+    ProfileUpdate,
+    TimelineEvent,
+)
+from pitstop.sim.scenario import Scenario, ScenarioError, load_scenario, parse_scenario
+from pitstop.sim.validation_logs import ValidationOutcome, register_log_producer
+
+__all__ = [
+    "ApiErrorFault",
+    "CountersSnapshot",
+    "DomainUnavailability",
+    "LatencyFault",
+    "NodeHealth",
+    "NodeProfile",
+    "ProfileUpdate",
+    "Scenario",
+    "ScenarioError",
+    "SimCluster",
+    "SimConfig",
+    "SimControl",
+    "TimelineEvent",
+    "ValidationOutcome",
+    "load_scenario",
+    "parse_scenario",
+    "register_log_producer",
+]

@@ -1,0 +1,429 @@
+"""`SimCluster`: a rehearsal cluster you start in-process (tests, demo) or from `pitstop sim serve`.
+
+    with SimCluster(SimConfig(scenario=load_scenario("s.yaml"), kubeconfig=tmp / "kubeconfig")) as sim:
+        subprocess.run(["kubectl", "--kubeconfig", str(sim.kubeconfig_path), "get", "nodes"])
+        sim.reboot("gpu-node-001")
+        assert sim.counters().pdb_violations == 0
+
+The cluster runs on its own event loop (a background thread after `start()`, or the caller's
+loop with `await start_async()`); every method here is safe to call from any thread.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, TypeVar
+
+from aiohttp import web
+from pydantic import BaseModel, ConfigDict, Field
+
+from pitstop.sim.admin import AdminRoutes
+from pitstop.sim.api import KubeApi
+from pitstop.sim.clock import SimClock
+from pitstop.sim.context import SimContext
+from pitstop.sim.controllers.manager import ControllerManager
+from pitstop.sim.controllers.nodes import NodeError
+from pitstop.sim.counters import Recorder, unavailability
+from pitstop.sim.errors import ApiError
+from pitstop.sim.faults import FaultInjector
+from pitstop.sim.http import HttpFrontend
+from pitstop.sim.kubeconfig import DEFAULT_TOKEN, write_kubeconfig
+from pitstop.sim.models import (
+    ApiErrorFault,
+    CountersSnapshot,
+    DomainUnavailability,
+    LatencyFault,
+    NodeProfile,
+    ProfileUpdate,
+    TimelineEvent,
+)
+from pitstop.sim.resources import ResourceRegistry, ResourceType
+from pitstop.sim.scenario import Scenario, ScenarioError, load_scenario
+from pitstop.sim.seed import Seeder, SeedError
+from pitstop.sim.store import InMemoryStore, ObjectStore
+
+T = TypeVar("T")
+Obj = dict[str, Any]
+
+
+def _cancel_remaining(loop: asyncio.AbstractEventLoop) -> None:
+    """Cancel what is still pending (connections closing) so the loop closes cleanly."""
+    pending = [t for t in asyncio.all_tasks(loop) if not t.done()]
+    for task in pending:
+        task.cancel()
+    if pending:
+        loop.run_until_complete(asyncio.gather(*pending, return_exceptions=True))
+
+
+class SimConfig(BaseModel):
+    """How to run a rehearsal cluster. Shape options override the scenario's `cluster:`."""
+
+    model_config = ConfigDict(arbitrary_types_allowed=True)
+
+    scenario: Scenario = Field(default_factory=Scenario)
+    nodes: int | None = Field(default=None, ge=1)
+    domains: int | None = Field(default=None, ge=1)
+    gpus_per_node: int | None = Field(default=None, ge=0)
+    time_scale: float | None = Field(default=None, gt=0)
+    host: str = "127.0.0.1"
+    port: int = Field(default=0, ge=0, le=65535, description="0 picks a free port.")
+    kubeconfig: Path | None = Field(default=None, description="Write a kubeconfig here on start.")
+    token: str = DEFAULT_TOKEN
+    require_token: bool = Field(
+        default=False, description="Refuse anonymous requests (kubectl sends no token over plain HTTP)."
+    )
+
+    @classmethod
+    def from_file(cls, path: str | Path, **overrides: Any) -> SimConfig:
+        return cls(scenario=load_scenario(path), **overrides)
+
+    def resolved_scenario(self) -> Scenario:
+        scenario = self.scenario.with_shape(self.nodes, self.domains, self.gpus_per_node)
+        if self.time_scale is not None:
+            scenario = scenario.model_copy(
+                update={"timing": scenario.timing.model_copy(update={"time_scale": self.time_scale})}
+            )
+        scenario.check_references()
+        return scenario
+
+
+class SimControl:
+    """Operations on a running cluster; call on its loop thread (SimCluster does that for you)."""
+
+    def __init__(self, ctx: SimContext, api: KubeApi, manager: ControllerManager) -> None:
+        self.ctx = ctx
+        self.api = api
+        self.manager = manager
+
+    def counters(self) -> CountersSnapshot:
+        return self.ctx.recorder.snapshot(self.ctx.faults.injected_counts())
+
+    def reset_counters(self) -> None:
+        self.ctx.recorder.reset()
+
+    def timeline(self) -> list[TimelineEvent]:
+        return list(self.ctx.recorder.timeline)
+
+    def reboot(self, node: str) -> None:
+        try:
+            self.manager.nodes.reboot(node)
+        except NodeError as exc:
+            raise KeyError(str(exc)) from None
+
+    def node_profile(self, node: str) -> NodeProfile:
+        profile = self.ctx.profiles.get(node)
+        if profile is None:
+            raise KeyError(f"node {node!r} not found")
+        return profile.model_copy(deep=True)
+
+    def set_node_profile(self, node: str, update: ProfileUpdate) -> NodeProfile:
+        try:
+            return self.manager.nodes.set_profile(node, update).model_copy(deep=True)
+        except NodeError as exc:
+            raise KeyError(str(exc)) from None
+
+    def faults(self) -> dict[str, Any]:
+        return self.ctx.faults.describe()
+
+    def add_fault(self, fault: ApiErrorFault | LatencyFault) -> int:
+        if isinstance(fault, ApiErrorFault):
+            return self.ctx.faults.add_error(fault)
+        return self.ctx.faults.add_latency(fault)
+
+    def clear_faults(self) -> None:
+        self.ctx.faults.clear()
+
+    def block_pdb(self, namespace: str, name: str, *, blocked: bool) -> None:
+        key = f"{namespace}/{name}"
+        if self.ctx.store.get("poddisruptionbudgets", namespace, name) is None:
+            raise KeyError(f"poddisruptionbudget {key!r} not found")
+        if blocked:
+            self.ctx.pdbs_never_allow.add(key)
+        else:
+            self.ctx.pdbs_never_allow.discard(key)
+        # Recompute now so that the PDB's status shows the change.
+        self.manager.disruption.mark(namespace)
+        self.manager.wake()
+
+    def state(self) -> dict[str, Any]:
+        counts = {rt.plural: self.ctx.store.count(rt.storage) for rt in self.ctx.registry.all()}
+        return {
+            "scenario": self.ctx.scenario.name,
+            "sim_seconds": round(self.ctx.clock.now(), 3),
+            "time_scale": self.ctx.clock.time_scale,
+            "resource_version": self.ctx.store.resource_version,
+            "objects": {k: v for k, v in counts.items() if v},
+        }
+
+
+class SimCluster:
+    def __init__(self, config: SimConfig | None = None, *, store: ObjectStore | None = None) -> None:
+        self.config = config or SimConfig()
+        self.scenario = self.config.resolved_scenario()
+        self._store = store
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._loop_thread: int | None = None
+        self._thread: threading.Thread | None = None
+        self._stop_event: asyncio.Event | None = None
+        self._runner: web.AppRunner | None = None
+        self._frontend: HttpFrontend | None = None
+        self._control: SimControl | None = None
+        self._port = 0
+        self.kubeconfig_path: Path | None = None
+
+    # --- lifecycle ----------------------------------------------------------------------------
+
+    @property
+    def url(self) -> str:
+        if not self._port:
+            raise RuntimeError("the simulator is not running; call start() first")
+        return f"http://{self.config.host}:{self._port}"
+
+    @property
+    def port(self) -> int:
+        return self._port
+
+    @property
+    def token(self) -> str:
+        return self.config.token
+
+    @property
+    def control(self) -> SimControl:
+        if self._control is None:
+            raise RuntimeError("the simulator is not running; call start() first")
+        return self._control
+
+    async def start_async(self) -> str:
+        """Seed and serve on the running loop; returns the base URL."""
+        scenario = self.scenario
+        clock = SimClock(scenario.timing.time_scale)
+        store = self._store or InMemoryStore()
+        profiles: dict[str, NodeProfile] = {}
+
+        def domain_of(node: str) -> str:
+            profile = profiles.get(node)
+            return profile.domain if profile else ""
+
+        ctx = SimContext(
+            scenario=scenario,
+            clock=clock,
+            store=store,
+            registry=ResourceRegistry(),
+            recorder=Recorder(clock, domain_of, lambda node: ctx.pods_on_node(node)),
+            faults=FaultInjector(seed=scenario.seed),
+            rng=random.Random(scenario.seed),
+            profiles=profiles,
+        )
+        for fault in scenario.faults.api_errors:
+            ctx.faults.add_error(fault)
+        for latency in scenario.faults.latency:
+            ctx.faults.add_latency(latency)
+        store.subscribe(ctx.recorder.observe)
+        api = KubeApi(ctx)
+        manager = ControllerManager(ctx, api)
+        try:
+            Seeder(ctx, api, manager.kubelet).seed()
+        except (SeedError, ApiError) as exc:
+            raise ScenarioError(f"scenario {scenario.name!r} cannot be set up: {exc}") from None
+        manager.start()
+        self._control = SimControl(ctx, api, manager)
+        self._frontend = HttpFrontend(
+            ctx, api, AdminRoutes(self._control), self.config.token, require_token=self.config.require_token
+        )
+        self._runner = web.AppRunner(self._frontend.app(), access_log=None, handle_signals=False)
+        await self._runner.setup()
+        site = web.TCPSite(
+            self._runner, self.config.host, self.config.port, shutdown_timeout=1.0, reuse_address=True
+        )
+        await site.start()
+        address = self._runner.addresses[0]
+        self._port = int(address[1])
+        self._frontend.server_address = f"{self.config.host}:{self._port}"
+        self._loop = asyncio.get_running_loop()
+        self._loop_thread = threading.get_ident()
+        self._stop_event = asyncio.Event()
+        if self.config.kubeconfig is not None:
+            self.kubeconfig_path = write_kubeconfig(self.config.kubeconfig, self.url, self.config.token)
+        return self.url
+
+    async def stop_async(self) -> None:
+        if self._frontend is not None:
+            self._frontend.close()
+        if self._control is not None:
+            await self._control.manager.stop()
+        if self._runner is not None:
+            await self._runner.cleanup()
+            self._runner = None
+        self._port = 0
+
+    async def serve_forever(self) -> None:
+        """For `pitstop sim serve`: run until cancelled or `stop()`."""
+        assert self._stop_event is not None
+        await self._stop_event.wait()
+
+    def start(self, timeout: float = 120.0) -> str:
+        """Start on a background thread; returns the base URL once it is serving."""
+        if self._thread is not None:
+            raise RuntimeError("the simulator is already running")
+        ready = threading.Event()
+        failure: list[BaseException] = []
+
+        def main() -> None:
+            loop = asyncio.new_event_loop()
+            asyncio.set_event_loop(loop)
+            try:
+                loop.run_until_complete(self.start_async())
+            except BaseException as exc:  # reported to the caller of start()
+                failure.append(exc)
+                ready.set()
+                loop.close()
+                return
+            ready.set()
+            try:
+                loop.run_until_complete(self.serve_forever())
+            finally:
+                loop.run_until_complete(self.stop_async())
+                _cancel_remaining(loop)
+                loop.close()
+
+        self._thread = threading.Thread(target=main, name="pitstop-sim", daemon=True)
+        self._thread.start()
+        if not ready.wait(timeout):
+            raise TimeoutError(f"the simulator did not start within {timeout}s")
+        if failure:
+            self._thread.join()
+            self._thread = None
+            raise failure[0]
+        return self.url
+
+    def stop(self, timeout: float = 30.0) -> None:
+        loop, event = self._loop, self._stop_event
+        if loop is not None and event is not None and not loop.is_closed():
+            loop.call_soon_threadsafe(event.set)
+        if self._thread is not None:
+            self._thread.join(timeout)
+            self._thread = None
+
+    def __enter__(self) -> SimCluster:
+        self.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    def write_kubeconfig(self, path: str | Path) -> Path:
+        self.kubeconfig_path = write_kubeconfig(path, self.url, self.config.token)
+        return self.kubeconfig_path
+
+    # --- thread-safe operations -----------------------------------------------------------------
+
+    def call(self, fn: Callable[[SimControl], T], timeout: float = 30.0) -> T:
+        """Run `fn(control)` on the simulator's loop and return its result."""
+        control = self.control
+        if threading.get_ident() == self._loop_thread:
+            return fn(control)
+        assert self._loop is not None
+
+        async def run() -> T:
+            return fn(control)
+
+        return asyncio.run_coroutine_threadsafe(run(), self._loop).result(timeout)
+
+    def counters(self) -> CountersSnapshot:
+        return self.call(lambda c: c.counters())
+
+    def reset_counters(self) -> None:
+        self.call(lambda c: c.reset_counters())
+
+    def timeline(self) -> list[TimelineEvent]:
+        return self.call(lambda c: c.timeline())
+
+    def unavailability(self) -> list[DomainUnavailability]:
+        return unavailability(self.timeline())
+
+    def reboot(self, node: str) -> None:
+        self.call(lambda c: c.reboot(node))
+
+    def node_profile(self, node: str) -> NodeProfile:
+        return self.call(lambda c: c.node_profile(node))
+
+    def set_node_profile(self, node: str, update: ProfileUpdate) -> NodeProfile:
+        return self.call(lambda c: c.set_node_profile(node, update))
+
+    def add_fault(self, fault: ApiErrorFault | LatencyFault) -> int:
+        return self.call(lambda c: c.add_fault(fault))
+
+    def clear_faults(self) -> None:
+        self.call(lambda c: c.clear_faults())
+
+    def block_pdb(self, namespace: str, name: str, *, blocked: bool = True) -> None:
+        self.call(lambda c: c.block_pdb(namespace, name, blocked=blocked))
+
+    def resource(self, resource: str) -> ResourceType:
+        """`pods`, `nodes`, `deployments`, `apps/deployments`, `kueue.x-k8s.io/clusterqueues`."""
+
+        def find(c: SimControl) -> ResourceType:
+            if "/" in resource:
+                group, plural = resource.rsplit("/", 1)
+                return c.ctx.registry.lookup(group, plural)
+            matches = sorted((rt for rt in c.ctx.registry.all() if resource in (rt.plural, rt.singular, *rt.short_names)),
+                             key=lambda rt: (rt.group != "", rt.group))  # fmt: skip
+            if not matches:
+                raise KeyError(f"the rehearsal cluster does not serve {resource!r}")
+            return matches[0]
+
+        return self.call(find)
+
+    def get(self, resource: str, name: str, namespace: str | None = None) -> Obj | None:
+        rt = self.resource(resource)
+        return self.call(lambda c: c.ctx.store.get(rt.storage, namespace if rt.namespaced else None, name))
+
+    def list(self, resource: str, namespace: str | None = None, *, label_selector: str | None = None,
+             field_selector: str | None = None) -> list[Obj]:  # fmt: skip
+        rt = self.resource(resource)
+        return self.call(
+            lambda c: (
+                c.api.list(
+                    rt, namespace, label_selector=label_selector, field_selector=field_selector
+                ).result.items
+            )
+        )
+
+    def create(self, resource: str, body: Obj, namespace: str | None = None) -> Obj:
+        rt = self.resource(resource)
+        return self.call(lambda c: c.api.create(rt, namespace, body))
+
+    def patch(
+        self, resource: str, name: str, patch: Obj, namespace: str | None = None, *, status: bool = False
+    ) -> Obj:
+        """JSON merge patch (in-process, no faults applied)."""
+        import json
+
+        rt = self.resource(resource)
+        raw = json.dumps(patch).encode()
+        return self.call(lambda c: c.api.patch(rt, namespace, name, "application/merge-patch+json", raw,
+                                               subresource="status" if status else None))  # fmt: skip
+
+    def delete(self, resource: str, name: str, namespace: str | None = None) -> Obj:
+        rt = self.resource(resource)
+        return self.call(lambda c: c.api.delete(rt, namespace, name))
+
+    def wait_for(
+        self, predicate: Callable[[SimCluster], bool], timeout: float = 30.0, what: str = "condition"
+    ) -> None:
+        """Poll `predicate(self)` until true; TimeoutError names `what`."""
+        deadline = time.monotonic() + timeout
+        while True:
+            if predicate(self):
+                return
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"timed out after {timeout}s waiting for {what}")
+            time.sleep(0.05)
+
+    def node_names(self) -> list[str]:
+        return self.scenario.cluster.node_names()

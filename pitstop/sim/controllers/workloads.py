@@ -1,0 +1,559 @@
+"""Workload controllers: Deployments own ReplicaSets, ReplicaSets keep their pod count (a
+deleted or evicted pod is replaced after `timing.recreate_delay_seconds`), DaemonSets keep
+one pod per eligible node, Jobs run pods to completion (honouring `suspend`)."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from typing import Any
+
+from pitstop.sim.admission import prepare_create
+from pitstop.sim.annotations import GANG_LABEL
+from pitstop.sim.clock import rfc3339
+from pitstop.sim.controllers.base import Controller, key_of
+from pitstop.sim.events import EventRecorder
+from pitstop.sim.objects import (
+    controller_ref,
+    is_terminating,
+    labels_of,
+    meta,
+    name_of,
+    namespace_of,
+    node_affinity_matches,
+    owner_ref,
+    pod_is_active,
+    pod_is_ready,
+    pod_node,
+    pod_phase,
+    random_suffix,
+    set_condition,
+    untolerated,
+)
+from pitstop.sim.store import ObjectExists, WatchEvent, clone
+
+Obj = dict[str, Any]
+Key = tuple[str, str]
+
+_NAME_CHARS = "bcdfghjklmnpqrstvwxz2456789"
+
+# Tolerations the DaemonSet controller adds to its pods.
+DAEMONSET_TOLERATIONS = (
+    {"key": "node.kubernetes.io/not-ready", "operator": "Exists", "effect": "NoExecute"},
+    {"key": "node.kubernetes.io/unreachable", "operator": "Exists", "effect": "NoExecute"},
+    {"key": "node.kubernetes.io/disk-pressure", "operator": "Exists", "effect": "NoSchedule"},
+    {"key": "node.kubernetes.io/memory-pressure", "operator": "Exists", "effect": "NoSchedule"},
+    {"key": "node.kubernetes.io/pid-pressure", "operator": "Exists", "effect": "NoSchedule"},
+    {"key": "node.kubernetes.io/unschedulable", "operator": "Exists", "effect": "NoSchedule"},
+)
+
+
+def template_hash(template: Obj) -> str:
+    digest = hashlib.sha256(json.dumps(template, sort_keys=True).encode()).digest()
+    return "".join(_NAME_CHARS[b % len(_NAME_CHARS)] for b in digest[:10])
+
+
+def pod_from_template(
+    owner: Obj, template: Obj, name: str, extra_labels: dict[str, str] | None = None
+) -> Obj:
+    template_meta = template.get("metadata") or {}
+    labels = {**(template_meta.get("labels") or {}), **(extra_labels or {})}
+    pod_meta: Obj = {
+        "name": name,
+        "namespace": namespace_of(owner),
+        "labels": labels,
+        "ownerReferences": [owner_ref(owner)],
+    }
+    if template_meta.get("annotations"):
+        pod_meta["annotations"] = dict(template_meta["annotations"])
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": pod_meta,
+        "spec": clone(template.get("spec") or {}),
+    }
+
+
+class _Owned(Controller):
+    """Controllers whose objects own pods: a pod event marks its owner dirty."""
+
+    storage = ""
+    owner_kind = ""
+
+    def __init__(self, *args: Any) -> None:
+        super().__init__(*args)
+        self.dirty: set[Key] = set()
+        self.events = EventRecorder(self.ctx.store)
+        self._creating: dict[str, int] = {}  # owner uid -> pods being created after the delay
+
+    def observe(self, event: WatchEvent) -> None:
+        if event.storage == self.storage and event.type != "DELETED":
+            self.dirty.add(key_of(event.obj))
+        elif event.storage == "pods":
+            ref = controller_ref(event.obj)
+            if ref is not None and ref.get("kind") == self.owner_kind:
+                self.dirty.add((namespace_of(event.obj) or "", ref["name"]))
+
+    def pending(self) -> bool:
+        return bool(self.dirty)
+
+    def resync(self) -> None:
+        self.dirty.update(key_of(o) for o in self.ctx.store.list(self.storage).items)
+
+    def sync(self) -> None:
+        dirty, self.dirty = self.dirty, set()
+        for ns, name in sorted(dirty):
+            obj = self.ctx.store.get(self.storage, ns, name)
+            if obj is not None and not is_terminating(obj):
+                self.reconcile(obj)
+
+    def reconcile(self, obj: Obj) -> None:
+        raise NotImplementedError
+
+    def owned_pods(self, owner: Obj) -> list[Obj]:
+        return [o for s, o in self.ctx.store.dependents(meta(owner).get("uid", "")) if s == "pods"]
+
+    def create_pods_later(self, owner: Obj, count: int, build: Any) -> None:
+        """Create `count` pods after the recreate delay (a replacement is not instant)."""
+        uid = meta(owner).get("uid", "")
+        self._creating[uid] = self._creating.get(uid, 0) + count
+        key = key_of(owner)
+
+        def create() -> None:
+            self._creating[uid] = max(0, self._creating.get(uid, 0) - count)
+            current = self.ctx.store.get(self.storage, key[0], key[1])
+            if current is None or meta(current).get("uid") != uid or is_terminating(current):
+                return
+            self.dirty.add(key)  # re-check the count with the pods that exist now
+            for _ in range(count):
+                pod = build(current)
+                if pod is None:
+                    continue
+                self.create_pod(current, pod)
+
+        self.later(self.ctx.scenario.timing.recreate_delay_seconds, create)
+
+    def in_flight(self, owner: Obj) -> int:
+        return self._creating.get(meta(owner).get("uid", ""), 0)
+
+    def create_pod(self, owner: Obj, pod: Obj) -> Obj | None:
+        pods = self.ctx.rt("", "pods")
+        prepared = prepare_create(pods, pod, namespace_of(owner), self.ctx.rng)
+        try:
+            stored = self.ctx.store.create("pods", prepared)
+        except ObjectExists:
+            return None
+        self.events.record(
+            owner,
+            "Normal",
+            "SuccessfulCreate",
+            f"Created pod: {name_of(stored)}",
+            f"{self.owner_kind.lower()}-controller",
+        )
+        return stored
+
+    def write_status(self, obj: Obj, status: Obj) -> None:
+        if (obj.get("status") or {}) == status:
+            return
+        updated = clone(obj)
+        updated["status"] = status
+        self.ctx.store.update(self.storage, updated)
+
+
+class ReplicaSetController(_Owned):
+    name = "replicaset"
+    storage = "replicasets"
+    owner_kind = "ReplicaSet"
+
+    def reconcile(self, rs: Obj) -> None:
+        spec = rs.get("spec") or {}
+        want = int(spec.get("replicas", 1))
+        pods = self.owned_pods(rs)
+        active = [p for p in pods if pod_is_active(p)]
+        missing = want - len(active) - self.in_flight(rs)
+        if missing > 0:
+            template = spec.get("template") or {}
+            self.create_pods_later(
+                rs,
+                missing,
+                lambda owner: pod_from_template(
+                    owner, template, f"{name_of(owner)}-{random_suffix(self.ctx.rng)}"
+                ),
+            )
+        elif len(active) > want:
+            # Scale down: unscheduled and not-ready pods go first, then the newest.
+            ranked = sorted(
+                active,
+                key=lambda p: (bool(pod_node(p)), pod_is_ready(p), meta(p).get("creationTimestamp", "")),
+            )
+            for pod in ranked[: len(active) - want]:
+                self.manager.kubelet.terminate(pod)
+        ready = sum(1 for p in active if pod_is_ready(p))
+        self.write_status(
+            rs,
+            {
+                "replicas": len(active),
+                "fullyLabeledReplicas": len(active),
+                "readyReplicas": ready,
+                "availableReplicas": ready,
+                "observedGeneration": meta(rs).get("generation", 1),
+            },
+        )
+
+
+class DeploymentController(_Owned):
+    name = "deployment"
+    storage = "deployments"
+    owner_kind = "Deployment"
+
+    def observe(self, event: WatchEvent) -> None:
+        if event.storage == "deployments" and event.type != "DELETED":
+            self.dirty.add(key_of(event.obj))
+        elif event.storage == "replicasets":
+            ref = controller_ref(event.obj)
+            if ref is not None and ref.get("kind") == "Deployment":
+                self.dirty.add((namespace_of(event.obj) or "", ref["name"]))
+
+    def reconcile(self, deploy: Obj) -> None:
+        spec = deploy.get("spec") or {}
+        want = int(spec.get("replicas", 1))
+        template = clone(spec.get("template") or {})
+        pod_hash = template_hash(template)
+        owned = [o for s, o in self.ctx.store.dependents(meta(deploy).get("uid", "")) if s == "replicasets"]
+        current = next((rs for rs in owned if labels_of(rs).get("pod-template-hash") == pod_hash), None)
+        if current is None:
+            current = self._new_replicaset(deploy, template, pod_hash, want)
+        elif int((current.get("spec") or {}).get("replicas", 0)) != want:
+            scaled = clone(current)
+            scaled["spec"]["replicas"] = want
+            current = self.ctx.store.update("replicasets", scaled)
+        for rs in owned:
+            if rs is not current and int((rs.get("spec") or {}).get("replicas", 0)) != 0:
+                # New template: the old ReplicaSet scales to zero (a Recreate-style rollout).
+                old = clone(rs)
+                old["spec"]["replicas"] = 0
+                self.ctx.store.update("replicasets", old)
+        sets = [current] + [rs for rs in owned if rs is not current]
+        replicas = sum(int((rs.get("status") or {}).get("replicas", 0)) for rs in sets if rs)
+        ready = sum(int((rs.get("status") or {}).get("readyReplicas", 0)) for rs in sets if rs)
+        updated = int(((current or {}).get("status") or {}).get("replicas", 0))
+        conditions = list((deploy.get("status") or {}).get("conditions") or [])
+        conditions = set_condition(
+            conditions,
+            "Available",
+            "True" if ready >= want - max(0, want // 4) else "False",
+            "MinimumReplicasAvailable" if ready >= want - max(0, want // 4) else "MinimumReplicasUnavailable",
+            "Deployment has minimum availability."
+            if ready >= want - max(0, want // 4)
+            else "Deployment does not have minimum availability.",
+        )
+        conditions = set_condition(
+            conditions,
+            "Progressing",
+            "True",
+            "NewReplicaSetAvailable" if ready >= want else "ReplicaSetUpdated",
+            f'ReplicaSet "{name_of(current) if current else ""}" has successfully progressed.'
+            if ready >= want
+            else f'ReplicaSet "{name_of(current) if current else ""}" is progressing.',
+        )
+        status: Obj = {
+            "observedGeneration": meta(deploy).get("generation", 1),
+            "replicas": replicas,
+            "updatedReplicas": updated,
+            "readyReplicas": ready,
+            "availableReplicas": ready,
+            "conditions": conditions,
+        }
+        if want - ready > 0:
+            status["unavailableReplicas"] = want - ready
+        old_status = deploy.get("status") or {}
+        if {k: v for k, v in old_status.items() if k != "conditions"} != {
+            k: v for k, v in status.items() if k != "conditions"
+        } or [(c["type"], c["status"]) for c in old_status.get("conditions") or []] != [
+            (c["type"], c["status"]) for c in conditions
+        ]:
+            self.write_status(deploy, status)
+
+    def _new_replicaset(self, deploy: Obj, template: Obj, pod_hash: str, replicas: int) -> Obj | None:
+        template.setdefault("metadata", {}).setdefault("labels", {})["pod-template-hash"] = pod_hash
+        selector = clone((deploy.get("spec") or {}).get("selector") or {})
+        selector.setdefault("matchLabels", {})["pod-template-hash"] = pod_hash
+        rs = {
+            "apiVersion": "apps/v1",
+            "kind": "ReplicaSet",
+            "metadata": {
+                "name": f"{name_of(deploy)}-{pod_hash}",
+                "namespace": namespace_of(deploy),
+                "labels": {**(template["metadata"].get("labels") or {})},
+                "annotations": {
+                    "deployment.kubernetes.io/desired-replicas": str(replicas),
+                    "deployment.kubernetes.io/revision": "1",
+                },
+                "ownerReferences": [owner_ref(deploy)],
+            },
+            "spec": {"replicas": replicas, "selector": selector, "template": template},
+        }
+        prepared = prepare_create(self.ctx.rt("apps", "replicasets"), rs, namespace_of(deploy), self.ctx.rng)
+        try:
+            stored = self.ctx.store.create("replicasets", prepared)
+        except ObjectExists:
+            return None
+        self.events.record(
+            deploy,
+            "Normal",
+            "ScalingReplicaSet",
+            f"Scaled up replica set {name_of(stored)} to {replicas}",
+            "deployment-controller",
+        )
+        return stored
+
+
+class DaemonSetController(_Owned):
+    name = "daemonset"
+    storage = "daemonsets"
+    owner_kind = "DaemonSet"
+
+    def __init__(self, *args: Any) -> None:
+        super().__init__(*args)
+        self._all_nodes_dirty = False
+        self._in_flight_nodes: dict[str, set[str]] = {}  # DaemonSet uid -> nodes getting a pod
+
+    def observe(self, event: WatchEvent) -> None:
+        if event.storage == "nodes":
+            old = event.old or {}
+            if (
+                event.type != "MODIFIED"
+                or labels_of(old) != labels_of(event.obj)
+                or (old.get("spec") or {}).get("taints") != (event.obj.get("spec") or {}).get("taints")
+            ):
+                self._all_nodes_dirty = True
+            return
+        super().observe(event)
+
+    def pending(self) -> bool:
+        return bool(self.dirty) or self._all_nodes_dirty
+
+    def sync(self) -> None:
+        if self._all_nodes_dirty:
+            self._all_nodes_dirty = False
+            self.resync()
+        super().sync()
+
+    def should_run(self, ds: Obj, node: Obj) -> bool:
+        template_spec = ((ds.get("spec") or {}).get("template") or {}).get("spec") or {}
+        probe = {"spec": template_spec}
+        if not node_affinity_matches(probe, labels_of(node)):
+            return False
+        tolerations = list(template_spec.get("tolerations") or []) + list(DAEMONSET_TOLERATIONS)
+        taints = (node.get("spec") or {}).get("taints") or []
+        return not untolerated(tolerations, taints, ("NoSchedule", "NoExecute"))
+
+    def reconcile(self, ds: Obj) -> None:
+        nodes = self.ctx.store.list("nodes").items
+        pods = self.owned_pods(ds)
+        by_node: dict[str, list[Obj]] = {}
+        for pod in pods:
+            if pod_is_active(pod):
+                by_node.setdefault(pod_node(pod) or "", []).append(pod)
+        desired = 0
+        missing: list[str] = []
+        for node in nodes:
+            node_name = name_of(node)
+            if self.should_run(ds, node):
+                desired += 1
+                if not by_node.get(node_name):
+                    missing.append(node_name)
+            else:
+                for pod in by_node.get(node_name, []):
+                    self.manager.kubelet.terminate(pod)
+        uid = meta(ds).get("uid", "")
+        in_flight = self._in_flight_nodes.setdefault(uid, set())
+        todo = [n for n in missing if n not in in_flight]
+        if todo:
+            in_flight.update(todo)
+            template = (ds.get("spec") or {}).get("template") or {}
+            key = key_of(ds)
+
+            def create() -> None:
+                in_flight.difference_update(todo)
+                current = self.ctx.store.get("daemonsets", *key)
+                if current is None or meta(current).get("uid") != uid:
+                    return
+                self.dirty.add(key)
+                existing = {pod_node(p) for p in self.owned_pods(current) if pod_is_active(p)}
+                for node_name in todo:
+                    if node_name not in existing:
+                        self.create_pod(current, daemon_pod(current, template, node_name, self.ctx.rng))
+
+            self.later(self.ctx.scenario.timing.recreate_delay_seconds, create)
+        scheduled = [p for group in by_node.values() for p in group]
+        ready = sum(1 for p in scheduled if pod_is_ready(p))
+        status = {
+            "currentNumberScheduled": len(by_node) - (1 if "" in by_node else 0),
+            "desiredNumberScheduled": desired,
+            "numberMisscheduled": 0,
+            "numberReady": ready,
+            "numberAvailable": ready,
+            "updatedNumberScheduled": len(scheduled),
+            "observedGeneration": meta(ds).get("generation", 1),
+        }
+        if desired - ready > 0:
+            status["numberUnavailable"] = desired - ready
+        self.write_status(ds, status)
+
+
+def daemon_pod(ds: Obj, template: Obj, node: str, rng: Any) -> Obj:
+    pod = pod_from_template(ds, template, f"{name_of(ds)}-{random_suffix(rng)}")
+    spec = pod["spec"]
+    spec["nodeName"] = node
+    spec["affinity"] = {
+        "nodeAffinity": {
+            "requiredDuringSchedulingIgnoredDuringExecution": {
+                "nodeSelectorTerms": [
+                    {"matchFields": [{"key": "metadata.name", "operator": "In", "values": [node]}]}
+                ]
+            }
+        }
+    }
+    tolerations = list(spec.get("tolerations") or [])
+    for toleration in DAEMONSET_TOLERATIONS:
+        if toleration not in tolerations:
+            tolerations.append(dict(toleration))
+    spec["tolerations"] = tolerations
+    return pod
+
+
+class JobController(_Owned):
+    name = "job"
+    storage = "jobs"
+    owner_kind = "Job"
+
+    def reconcile(self, job: Obj) -> None:
+        spec = job.get("spec") or {}
+        status = clone(job.get("status") or {})
+        conditions = list(status.get("conditions") or [])
+        finished = any(
+            c.get("type") in ("Complete", "Failed") and c.get("status") == "True" for c in conditions
+        )
+        pods = self.owned_pods(job)
+        active = [p for p in pods if pod_is_active(p)]
+        succeeded = sum(1 for p in pods if pod_phase(p) == "Succeeded")
+        failed = sum(1 for p in pods if pod_phase(p) == "Failed")
+        status["succeeded"] = (
+            max(int(status.get("succeeded", 0)), succeeded) if succeeded else status.get("succeeded", 0)
+        )
+        status["failed"] = max(int(status.get("failed", 0)), failed) if failed else status.get("failed", 0)
+        for key in ("succeeded", "failed"):
+            if not status.get(key):
+                status.pop(key, None)
+        if finished:
+            for pod in active:
+                self.manager.kubelet.terminate(pod)
+            status["active"] = 0
+            status.pop("active", None)
+            status["ready"] = 0
+            self.write_status(job, status)
+            return
+        if spec.get("suspend"):
+            for pod in active:
+                self.manager.kubelet.terminate(pod)
+            conditions = set_condition(conditions, "Suspended", "True", "JobSuspended", "Job suspended")
+            status.update({"conditions": conditions, "ready": 0})
+            status.pop("active", None)
+            self.write_status(job, status)
+            return
+        if any(c.get("type") == "Suspended" and c.get("status") == "True" for c in conditions):
+            conditions = set_condition(conditions, "Suspended", "False", "JobResumed", "Job resumed")
+        status.setdefault("startTime", rfc3339())
+        completions = spec.get("completions")
+        parallelism = int(spec.get("parallelism", 1))
+        target = int(completions) if completions is not None else 1
+        if succeeded >= target and not active:
+            stamp = rfc3339()
+            conditions = set_condition(
+                conditions,
+                "SuccessCriteriaMet",
+                "True",
+                "CompletionsReached",
+                "Reached expected number of succeeded pods",
+            )
+            conditions = set_condition(
+                conditions,
+                "Complete",
+                "True",
+                "CompletionsReached",
+                "Reached expected number of succeeded pods",
+            )
+            status.update({"conditions": conditions, "completionTime": stamp, "ready": 0})
+            status.pop("active", None)
+            self.write_status(job, status)
+            self.events.record(job, "Normal", "Completed", "Job completed", "job-controller")
+            return
+        if failed > int(spec.get("backoffLimit", 6)):
+            conditions = set_condition(
+                conditions,
+                "FailureTarget",
+                "True",
+                "BackoffLimitExceeded",
+                "Job has reached the specified backoff limit",
+            )
+            conditions = set_condition(
+                conditions,
+                "Failed",
+                "True",
+                "BackoffLimitExceeded",
+                "Job has reached the specified backoff limit",
+            )
+            for pod in active:
+                self.manager.kubelet.terminate(pod)
+            status.update({"conditions": conditions, "ready": 0})
+            status.pop("active", None)
+            self.write_status(job, status)
+            self.events.record(
+                job,
+                "Warning",
+                "BackoffLimitExceeded",
+                "Job has reached the specified backoff limit",
+                "job-controller",
+            )
+            return
+        want = min(parallelism, target - succeeded) - len(active) - self.in_flight(job)
+        if want > 0:
+            indexed = spec.get("completionMode") == "Indexed"
+            taken = {meta(p).get("annotations", {}).get("batch.kubernetes.io/job-completion-index") for p in pods
+                     if pod_is_active(p) or pod_phase(p) == "Succeeded"}  # fmt: skip
+            free_indexes = [str(i) for i in range(target) if str(i) not in taken]
+            template = spec.get("template") or {}
+
+            def build(owner: Obj) -> Obj | None:
+                if indexed:
+                    if not free_indexes:
+                        return None
+                    index = free_indexes.pop(0)
+                    pod = pod_from_template(owner, template, f"{name_of(owner)}-{index}-{random_suffix(self.ctx.rng)}",
+                                            {"batch.kubernetes.io/job-completion-index": index})  # fmt: skip
+                    pod["metadata"].setdefault("annotations", {})[
+                        "batch.kubernetes.io/job-completion-index"
+                    ] = index
+                    return pod
+                return pod_from_template(owner, template, f"{name_of(owner)}-{random_suffix(self.ctx.rng)}")
+
+            delay_free = not pods
+            if delay_free:
+                for _ in range(want):
+                    pod = build(job)
+                    if pod is not None:
+                        self.create_pod(job, pod)
+            else:
+                self.create_pods_later(job, want, build)
+        status["active"] = len(active)
+        status["ready"] = sum(1 for p in active if pod_is_ready(p))
+        status["terminating"] = sum(1 for p in pods if is_terminating(p))
+        status["conditions"] = conditions
+        if not status["conditions"]:
+            status.pop("conditions")
+        self.write_status(job, status)
+
+
+def gang_of(pod: Obj) -> str | None:
+    return labels_of(pod).get(GANG_LABEL)

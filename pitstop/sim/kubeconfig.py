@@ -1,0 +1,40 @@
+"""The kubeconfig that points kubectl and the Python client at a rehearsal cluster."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import yaml
+
+DEFAULT_TOKEN = "pitstop-sim-token"
+DEFAULT_CONTEXT = "pitstop-sim"
+
+
+def kubeconfig(
+    server: str, token: str = DEFAULT_TOKEN, name: str = DEFAULT_CONTEXT, namespace: str = "default"
+) -> dict[str, object]:
+    return {
+        "apiVersion": "v1",
+        "kind": "Config",
+        "preferences": {},
+        "clusters": [{"name": name, "cluster": {"server": server}}],
+        "users": [{"name": f"{name}-admin", "user": {"token": token}}],
+        "contexts": [
+            {"name": name, "context": {"cluster": name, "user": f"{name}-admin", "namespace": namespace}}
+        ],
+        "current-context": name,
+    }
+
+
+def write_kubeconfig(
+    path: str | Path, server: str, token: str = DEFAULT_TOKEN, name: str = DEFAULT_CONTEXT
+) -> Path:
+    """Write (replace) a kubeconfig file readable only by its owner, as kubectl expects."""
+    target = Path(path).expanduser()
+    target.parent.mkdir(parents=True, exist_ok=True)
+    tmp = target.with_name(f".{target.name}.tmp")
+    tmp.write_text(yaml.safe_dump(kubeconfig(server, token, name), sort_keys=False), encoding="utf-8")
+    os.chmod(tmp, 0o600)
+    tmp.replace(target)
+    return target

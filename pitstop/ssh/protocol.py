@@ -1,0 +1,195 @@
+"""The exact commands the SSH modules send to a node, so a simulated node can answer them.
+
+Every probe is one `exec` request on its own channel, with the text below (paths quoted with
+`shlex.quote`, which leaves plain paths as they are). With `become`, a command is wrapped as
+`sudo -n -- sh -c '<command>'`; `unwrap_become()` undoes that. The firmware updater
+contract (`pitstop-fwupdate --current | --pending | --apply IMAGE`) and pitstop's files on the
+node are described in `activities/ssh.py`.
+"""
+
+from __future__ import annotations
+
+import re
+import shlex
+from dataclasses import dataclass
+
+from pitstop.ssh.commands import become_prefix
+
+# --- facts ------------------------------------------------------------------------------
+BOOT_ID = "cat /proc/sys/kernel/random/boot_id"
+KERNEL = "uname -r"
+OS_RELEASE = "cat /etc/os-release"
+HOSTNAME = "hostname"
+NVIDIA_SMI_QUERY = "index,name,driver_version,vbios_version,memory.total"
+NVIDIA_SMI = f"nvidia-smi --query-gpu={NVIDIA_SMI_QUERY} --format=csv,noheader"
+
+# --- firmware -----------------------------------------------------------------------------
+UPDATER = "pitstop-fwupdate"
+STATE_DIR = "/var/lib/pitstop"
+
+# --- reboot -------------------------------------------------------------------------------
+REBOOT = "reboot"
+TEST_AFTER_REBOOT = "whoami"
+
+# Exit code of a shell for "command not found".
+RC_NOT_FOUND = 127
+
+
+def fw_current(updater: str = UPDATER) -> str:
+    return f"{updater} --current"
+
+
+def fw_pending(updater: str = UPDATER) -> str:
+    return f"{updater} --pending"
+
+
+def read_file(path: str) -> str:
+    return f"cat {shlex.quote(path)}"
+
+
+def sha256(path: str) -> str:
+    return f"sha256sum {shlex.quote(path)}"
+
+
+def tail(path: str, size: int) -> str:
+    return f"tail -c {size} {shlex.quote(path)}"
+
+
+def path_exists(path: str) -> str:
+    return f"test -e {shlex.quote(path)}"
+
+
+def process_running(pid: int) -> str:
+    return f"test -d /proc/{pid}"
+
+
+def move(src: str, dest: str) -> str:
+    return f"mv -f {shlex.quote(src)} {shlex.quote(dest)}"
+
+
+def remove(*paths: str) -> str:
+    return "rm -f " + " ".join(shlex.quote(p) for p in paths)
+
+
+def safe_name(value: str) -> str:
+    """A version or id usable in a file name and in a marker line."""
+    return re.sub(r"[^A-Za-z0-9._:+@-]", "_", value)
+
+
+@dataclass(frozen=True)
+class FirmwareFiles:
+    """pitstop's files on the node for one target version (all in the state directory)."""
+
+    state_dir: str
+    target: str
+
+    def _path(self, suffix: str) -> str:
+        return f"{self.state_dir.rstrip('/')}/firmware-{safe_name(self.target)}.{suffix}"
+
+    @property
+    def image(self) -> str:
+        return self._path("img")
+
+    @property
+    def marker(self) -> str:
+        """Written right before the updater starts: `pid=<shell pid> boot=... run=... task=...`."""
+        return self._path("staged")
+
+    @property
+    def rc(self) -> str:
+        """The updater's exit status, written when it ends."""
+        return self._path("rc")
+
+    @property
+    def log(self) -> str:
+        return self._path("log")
+
+    @property
+    def failed(self) -> str:
+        """Where the marker of a failed flash is moved, so a later run may try again."""
+        return self._path("failed")
+
+
+@dataclass(frozen=True)
+class ApplyRequest:
+    updater: str
+    image: str
+    marker: str
+    marker_line: str
+    log: str
+    rc: str
+
+
+# The shell script of an apply. The marker and the updater start in one exec request: once
+# the host has it, both happen even if pitstop's connection or worker dies right after.
+# Output goes to the log, not the channel, so a dropped connection cannot SIGPIPE a flash.
+_APPLY = (
+    'echo "{marker_line}" > {marker} && '
+    "{{ {updater} --apply {image} > {log} 2>&1; rc=$?; echo $rc > {rc}; exit $rc; }}"
+)
+_APPLY_RE = re.compile(
+    r'^echo "(?P<marker_line>[^"]*)" > (?P<marker>\S+) && \{ (?P<updater>\S+) --apply (?P<image>\S+) '
+    r"> (?P<log>\S+) 2>&1; rc=\$\?; echo \$rc > (?P<rc>\S+); exit \$rc; \}$"
+)
+
+
+def marker_value(value: str) -> str:
+    """A value inside the marker line (double-quoted by the shell): no spaces, quotes or `$`."""
+    return re.sub(r"[^A-Za-z0-9._:/+@-]", "_", value)
+
+
+def marker_line(boot_id: str, run_id: str, task_path: str, target: str) -> str:
+    """`$$` is expanded by the host's shell to its pid: alive while the updater runs."""
+    return (
+        f"pid=$$ boot={marker_value(boot_id)} run={marker_value(run_id)} "
+        f"task={marker_value(task_path)} target={marker_value(target)}"
+    )
+
+
+def apply_command(files: FirmwareFiles, updater: str, line: str, become: bool = False) -> str:
+    for value in (updater, files.image, files.marker, files.log, files.rc):
+        if not re.fullmatch(r"[A-Za-z0-9_./:+@-]+", value):
+            raise ValueError(f"unsafe path or command for the firmware updater: {value!r}")
+    script = _APPLY.format(
+        marker_line=line, marker=files.marker, updater=updater, image=files.image, log=files.log, rc=files.rc
+    )
+    return shlex.join([*become_prefix(become), "sh", "-c", script])
+
+
+def parse_apply(command: str) -> ApplyRequest | None:
+    """The apply request in a command sent by `apply_command`, or None (for simulators)."""
+    try:
+        argv = _strip_sudo(shlex.split(command))
+    except ValueError:
+        return None
+    if len(argv) != 3 or argv[:2] != ["sh", "-c"]:
+        return None
+    match = _APPLY_RE.match(argv[2])
+    if match is None:
+        return None
+    return ApplyRequest(**match.groupdict())
+
+
+def _strip_sudo(argv: list[str]) -> list[str]:
+    if argv[:2] != ["sudo", "-n"]:
+        return argv
+    rest = argv[2:]
+    if rest[:1] == ["-u"]:
+        rest = rest[2:]
+    if rest[:1] == ["--"]:
+        rest = rest[1:]
+    return rest
+
+
+def unwrap_become(command: str) -> str:
+    """`sudo -n [-u USER] -- sh -c 'X'` → `X`; anything else unchanged."""
+    try:
+        argv = shlex.split(command)
+    except ValueError:
+        return command
+    if argv[:2] != ["sudo", "-n"]:
+        return command
+    rest = _strip_sudo(argv)
+    if len(rest) == 3 and rest[:2] == ["sh", "-c"]:
+        return rest[2]
+    return shlex.join(rest)

@@ -1,0 +1,113 @@
+"""Rich renderings of a run's status and report, shared by `pitstop status`, `run --wait`
+and `pitstop demo`."""
+
+from __future__ import annotations
+
+from rich.console import Group
+from rich.table import Table
+from rich.text import Text
+
+from pitstop.contracts import GateState, RunReport, RunStatus
+
+_STYLE = {
+    "ok": "green",
+    "succeeded": "green",
+    "approved": "green",
+    "running": "cyan",
+    "waiting_gate": "yellow",
+    "open": "yellow",
+    "paused": "yellow",
+    "observing": "cyan",
+    "pending": "dim",
+    "skipped": "dim",
+    "failed": "red",
+    "rejected": "red",
+    "aborted": "red",
+    "rolled_back": "magenta",
+    "rolling_back": "magenta",
+    "completed_with_failures": "yellow",
+}
+
+
+def styled(value: str) -> Text:
+    return Text(value, style=_STYLE.get(value, ""))
+
+
+def ui_link(ui_url: str, namespace: str, workflow_id: str) -> str:
+    return f"{ui_url.rstrip('/')}/namespaces/{namespace}/workflows/{workflow_id}"
+
+
+def status_view(status: RunStatus) -> Group:
+    head = Text.assemble(
+        (status.runbook, "bold"),
+        "  ",
+        styled(status.status),
+        f"  run {status.run_id}  requested by {status.requested_by}",
+        "  (check mode)" if status.check_mode else "",
+    )
+    stages = Table(title="stages", title_justify="left")
+    stages.add_column("stage")
+    stages.add_column("status")
+    stages.add_column("hosts")
+    stages.add_column("note")
+    for stage in status.stages:
+        counts: dict[str, int] = {}
+        for value in stage.hosts.values():
+            counts[value] = counts.get(value, 0) + 1
+        summary = ", ".join(f"{v} {k}" for k, v in sorted(counts.items()))
+        note = stage.rollback_reason or stage.blocked_reason or ""
+        stages.add_row(stage.name, styled(stage.status), summary, note)
+    parts: list[Table | Text] = [head, stages]
+    if status.gates:
+        parts.append(gates_table(status.gates))
+    if status.rollback_reason:
+        parts.append(Text(f"rollback: {status.rollback_reason}", style="magenta"))
+    return Group(*parts)
+
+
+def gates_table(gates: list[GateState]) -> Table:
+    table = Table(title="gates", title_justify="left")
+    table.add_column("gate")
+    table.add_column("status")
+    table.add_column("approvals")
+    table.add_column("votes")
+    table.add_column("refused")
+    for gate in gates:
+        votes = ", ".join(f"{v.approver} {'+' if v.approve else '-'}" for v in gate.votes)
+        refused = "; ".join(f"{v.approver}: {v.reason}" for v in gate.refused[-3:])
+        status = gate.status if gate.status != "open" else f"open (needs {gate.rule.quorum})"
+        table.add_row(gate.rule.gate_id, styled(status), str(gate.approvals), votes, refused)
+    return table
+
+
+def report_view(report: RunReport) -> Group:
+    head = Text.assemble(
+        (report.runbook, "bold"),
+        "  ",
+        styled(report.status),
+        f"  run {report.run_id}",
+        f"  {int((report.ended_at - report.started_at).total_seconds())}s",
+    )
+    hosts = Table(title="hosts", title_justify="left")
+    hosts.add_column("stage")
+    hosts.add_column("host")
+    hosts.add_column("status")
+    hosts.add_column("changed", justify="right")
+    hosts.add_column("tasks", justify="right")
+    hosts.add_column("message")
+    for stage in report.stages:
+        for host in stage.hosts:
+            hosts.add_row(
+                stage.name,
+                host.host,
+                styled(host.status),
+                str(host.changed),
+                str(len(host.tasks)),
+                (f"{host.failed_task}: " if host.failed_task else "") + host.msg,
+            )
+    parts: list[Table | Text] = [head, hosts]
+    if report.gates:
+        parts.append(gates_table(report.gates))
+    if report.msg:
+        parts.append(Text(report.msg, style="yellow"))
+    return Group(*parts)

@@ -1,0 +1,95 @@
+"""Recorded histories replay against today's workflow code without non-determinism.
+
+RE-RECORD THE HISTORIES WHENEVER `workflows/` CHANGES: `python -m tests.replay.record`.
+
+A failure here means the workflow code no longer makes the decisions it made when the
+history was recorded. Runs in flight when such code is deployed would fail on their
+next replay. Either the change must be made replay-safe (`workflow.patched(...)`, or a
+new workflow type), or, when no run recorded with the old code can still be running
+(development, or after draining), re-record the histories and commit them with the change.
+See `tests/histories/README.md`.
+
+The replayer is configured like the worker (`worker.build_worker`): the same workflows,
+the pydantic data converter, pitstop's sandbox runner and the tracing interceptor.
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import timedelta
+from pathlib import Path
+
+import pytest
+from temporalio import workflow
+from temporalio.client import WorkflowHistory
+from temporalio.contrib.pydantic import pydantic_data_converter
+from temporalio.worker import Replayer
+
+from pitstop.client import tracing_interceptor
+from pitstop.contracts import RunReport, RunRequest
+from pitstop.sandbox import workflow_runner
+from tests.replay.record import HISTORIES_DIR, MANIFEST, SCENARIOS, RecordedHistory
+from workflows import WORKFLOWS
+from workflows.runbook import RunbookWorkflow
+
+
+def recorded() -> list[RecordedHistory]:
+    path = HISTORIES_DIR / MANIFEST
+    if not path.exists():
+        return []
+    return [RecordedHistory.model_validate(entry) for entry in json.loads(path.read_text())]
+
+
+def load(entry: RecordedHistory) -> WorkflowHistory:
+    return WorkflowHistory.from_json(entry.workflow_id, (HISTORIES_DIR / entry.file).read_text())
+
+
+def replayer(workflows: list[type]) -> Replayer:
+    return Replayer(
+        workflows=workflows,
+        data_converter=pydantic_data_converter,
+        workflow_runner=workflow_runner(),
+        interceptors=[tracing_interceptor()],
+    )
+
+
+def test_every_scenario_has_recorded_histories_of_both_workflow_types() -> None:
+    entries = recorded()
+    assert entries, f"no histories in {HISTORIES_DIR}: run `python -m tests.replay.record`"
+    assert {e.scenario for e in entries} == {s.name for s in SCENARIOS}, (
+        "histories and scenarios differ: run `python -m tests.replay.record`"
+    )
+    assert {e.workflow_type for e in entries} == {"RunbookWorkflow", "HostWorkflow"}
+    on_disk = {p.name for p in Path(HISTORIES_DIR).glob("*.json")} - {MANIFEST}
+    assert on_disk == {e.file for e in entries}
+
+
+@pytest.mark.parametrize("entry", recorded(), ids=lambda e: e.file)
+async def test_recorded_history_replays_without_nondeterminism(entry: RecordedHistory) -> None:
+    result = await replayer(WORKFLOWS).replay_workflow(load(entry), raise_on_replay_failure=False)
+    assert result.replay_failure is None, (
+        f"{entry.file} ({entry.covers}) no longer replays: {result.replay_failure}. "
+        "Make the change replay-safe (workflow.patched) or re-record: python -m tests.replay.record"
+    )
+
+
+# Unsandboxed: the sandbox would re-import this test module (and the recorder it imports),
+# which touches the file system. Non-determinism is detected by the SDK core, which
+# compares commands with history events the same way with or without the sandbox.
+@workflow.defn(name="RunbookWorkflow", sandboxed=False)
+class RunbookWorkflowWithTimerFirst(RunbookWorkflow):
+    """A plausible careless edit: wait a moment before loading the plan. Every recorded run
+    scheduled `plan.load` as its first command; this one starts a timer instead."""
+
+    @workflow.run
+    async def run(self, request: RunRequest) -> RunReport:
+        await workflow.sleep(timedelta(seconds=1))
+        return await super().run(request)
+
+
+async def test_replay_detects_a_workflow_that_schedules_a_different_first_command() -> None:
+    entry = next(e for e in recorded() if e.workflow_type == "RunbookWorkflow")
+    result = await replayer([RunbookWorkflowWithTimerFirst]).replay_workflow(
+        load(entry), raise_on_replay_failure=False
+    )
+    assert isinstance(result.replay_failure, workflow.NondeterminismError), result.replay_failure

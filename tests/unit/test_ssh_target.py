@@ -1,0 +1,91 @@
+"""Where to connect: Ansible's connection variables over the inventory's cluster.ssh."""
+
+from __future__ import annotations
+
+import getpass
+from pathlib import Path
+from typing import Any
+
+import pytest
+from temporalio.exceptions import ApplicationError
+
+from pitstop.contracts import ModuleCall
+from pitstop.modules import SecretRef
+from pitstop.runbook.inventory import ClusterConfig, SSHConfig
+from pitstop.ssh.target import JumpHost, target_for
+
+
+def _call(host_vars: dict[str, Any], ssh: SSHConfig | None = None) -> ModuleCall:
+    cluster = ClusterConfig(name="c", ssh=ssh) if ssh is not None else None
+    return ModuleCall(
+        module="ssh.command",
+        host="gpu-01",
+        args={},
+        run_id="r",
+        task_path="t",
+        host_vars=host_vars,
+        cluster=cluster,
+    )
+
+
+def test_ansible_connection_variables_override_the_cluster_defaults() -> None:
+    ssh = SSHConfig(
+        user="ops", port=2200, key=SecretRef(secret="k"), known_hosts="/etc/kh", jump_host="bastion"
+    )
+    target = target_for(
+        _call({"ansible_host": "10.0.0.7", "ansible_port": "2222", "ansible_user": "root"}, ssh)
+    )
+    assert (target.host, target.port, target.user) == ("10.0.0.7", 2222, "root")
+    assert target.key == SecretRef(secret="k") and target.known_hosts == "/etc/kh"
+    assert target.jump == JumpHost(host="bastion", port=22, user=None)
+    assert target.known_hosts_name == "[10.0.0.7]:2222"
+
+
+def test_defaults_are_the_inventory_name_the_cluster_port_and_user() -> None:
+    target = target_for(_call({}, SSHConfig(user="ops", port=2200)))
+    assert (target.host, target.port, target.user) == ("gpu-01", 2200, "ops")
+    bare = target_for(_call({}))
+    assert (bare.host, bare.port, bare.user) == ("gpu-01", 22, getpass.getuser())
+    assert bare.known_hosts_name == "gpu-01"
+
+
+def test_relative_known_hosts_is_under_the_runbook_directory(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("PITSTOP_RUNBOOK_DIR", "/srv/runbooks")
+    target = target_for(_call({}, SSHConfig(known_hosts="keys/known_hosts")))
+    assert target.known_hosts == "/srv/runbooks/keys/known_hosts"
+    home = target_for(_call({}, SSHConfig(known_hosts="~/.ssh/known_hosts")))
+    assert home.known_hosts == str(Path("~/.ssh/known_hosts").expanduser())
+
+
+def test_bad_port_variable_is_invalid_args_naming_the_host() -> None:
+    with pytest.raises(ApplicationError) as err:
+        target_for(_call({"ansible_port": "ssh"}))
+    assert err.value.type == "InvalidArgs" and "gpu-01" in str(err.value) and "'ssh'" in str(err.value)
+
+
+@pytest.mark.parametrize(
+    ("spec", "jump"),
+    [
+        ("ops@bastion.example.com:2222", JumpHost(host="bastion.example.com", port=2222, user="ops")),
+        ("bastion", JumpHost(host="bastion", port=22, user=None)),
+        ("root@[fd00::1]:22", JumpHost(host="fd00::1", port=22, user="root")),
+    ],
+)
+def test_jump_host_spec(spec: str, jump: JumpHost) -> None:
+    assert JumpHost.parse(spec) == jump
+
+
+@pytest.mark.parametrize("spec", ["ops@", "a b", "host:99999", "host:port"])
+def test_bad_jump_host_spec_shows_the_expected_form(spec: str) -> None:
+    with pytest.raises(ApplicationError) as err:
+        JumpHost.parse(spec)
+    assert "'user@host:port'" in str(err.value)
+
+
+def test_connections_are_pooled_apart_when_credentials_differ() -> None:
+    a = target_for(_call({}, SSHConfig(key=SecretRef(secret="a"), known_hosts="/kh")))
+    b = target_for(_call({}, SSHConfig(key=SecretRef(secret="b"), known_hosts="/kh")))
+    assert a.pool_key != b.pool_key
+    assert (
+        a.pool_key == target_for(_call({}, SSHConfig(key=SecretRef(secret="a"), known_hosts="/kh"))).pool_key
+    )
