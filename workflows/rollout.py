@@ -112,27 +112,35 @@ def stop_launching(state: RolloutState, limits: RolloutLimits) -> bool:
 
 
 def next_hosts(state: RolloutState, limits: RolloutLimits) -> list[str]:
-    """Hosts that may start now under a sliding window, in the order given by `state.hosts`.
+    """Hosts that may start now under a sliding window.
 
-    Greedy list scheduling: walk pending hosts in order and take each one whose domain
-    still has room, until the window is full. A host blocked by its domain does not block
-    hosts of other domains behind it.
+    Without a per-domain limit: pending hosts in the order given by `state.hosts`.
+    With one, slots go first to the domain with the most hosts still pending (its first
+    pending host in order), so that no domain is left to finish alone at the end while the
+    window sits idle — hosts listed rack by rack would otherwise drain the first racks
+    first. A host blocked by its domain never blocks hosts of other domains.
     """
     if stop_launching(state, limits):
         return []
     free = limits.max_in_flight - len(state.in_flight)
     if free <= 0:
         return []
+    pending = state.pending()
+    cap = limits.max_unavailable_per_domain
+    if cap is None:
+        return pending[:free]
     unavailable = state.unavailable_by_domain(limits.failed_hosts_unavailable)
+    queues: dict[str, list[str]] = {}
+    for host in pending:
+        queues.setdefault(state.domain(host), []).append(host)
+    first_seen = {domain: i for i, domain in enumerate(queues)}
     chosen: list[str] = []
-    for host in state.pending():
-        if len(chosen) >= free:
+    while len(chosen) < free:
+        open_domains = [d for d, q in queues.items() if q and unavailable[d] < cap]
+        if not open_domains:
             break
-        domain = state.domain(host)
-        cap = limits.max_unavailable_per_domain
-        if cap is not None and unavailable[domain] >= cap:
-            continue
-        chosen.append(host)
+        domain = max(open_domains, key=lambda d: (len(queues[d]), -first_seen[d]))
+        chosen.append(queues[domain].pop(0))
         unavailable[domain] += 1
     return chosen
 

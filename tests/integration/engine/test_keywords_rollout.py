@@ -43,7 +43,7 @@ async def test_serial_ramp_runs_batches_of_1_3_2_and_each_batch_ends_before_the_
         serial: [1, "50%"]
         tasks:
           - name: step
-            test.step: {value: "{{ inventory_hostname }}", sleep: 0.4}
+            test.step: {value: "{{ inventory_hostname }}", sleep: 0.5}
         """,
         hosts_inventory(6),
     )
