@@ -22,12 +22,15 @@ $(STAMP): pyproject.toml
 # Installed only when missing and only when we may (root); otherwise those tests say why
 # they cannot run.
 sysdeps:
-	@if ! command -v sshd >/dev/null 2>&1 && ! test -x /usr/sbin/sshd; then \
+	@missing=""; \
+	{ command -v sshd >/dev/null 2>&1 || test -x /usr/sbin/sshd; } || missing="$$missing openssh-server"; \
+	command -v sudo >/dev/null 2>&1 || missing="$$missing sudo"; \
+	if [ -n "$$missing" ]; then \
 		if [ "$$(id -u)" = "0" ] && command -v apt-get >/dev/null 2>&1; then \
-			echo "installing openssh-server"; \
-			(apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq openssh-server >/dev/null) \
-				|| echo "warning: could not install openssh-server"; \
-		else echo "note: sshd missing and not root; SSH tests will be skipped with a reason"; fi; \
+			echo "installing$$missing"; \
+			(apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing >/dev/null) \
+				|| echo "warning: could not install$$missing"; \
+		else echo "note:$$missing missing and not root; SSH tests will be skipped with a reason"; fi; \
 	fi
 
 lint: $(STAMP)
@@ -46,7 +49,7 @@ demo: $(STAMP) sysdeps
 	$(BIN)/pitstop demo
 
 bench: $(STAMP) sysdeps
-	@for b in bench/*.py; do echo "== $$b"; $(BIN)/python $$b || exit 1; done
+	@for b in bench/[!_]*.py; do echo "== $$b"; $(BIN)/python $$b || exit 1; done
 
 clean:
 	-$(BIN)/pitstop dev down 2>/dev/null

@@ -141,6 +141,10 @@ async def run_worker(
     async with worker:
         await stop.wait()
         log.info("stopping: in-flight activities have %gs to finish", grace_seconds)
+    # Activities are done: close pooled SSH connections now rather than at interpreter exit.
+    from pitstop.ssh import close_all
+
+    close_all()
     log.info("worker stopped")
 
 

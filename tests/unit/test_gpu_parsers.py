@@ -1,0 +1,107 @@
+"""Parsers for DCGM diag JSON, nccl-tests tables and CUDA sample output, on samples in the
+real formats (tests/unit/samples)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from pitstop.gpu.cuda import CudaParseError, parse_device_query, parse_p2p
+from pitstop.gpu.dcgm import DCGM_FR_CODES, DiagParseError, parse_dcgm_diag
+from pitstop.gpu.nccl import NcclParseError, parse_nccl
+
+SAMPLES = Path(__file__).parent / "samples"
+
+
+def sample(name: str) -> str:
+    return (SAMPLES / name).read_text()
+
+
+def test_dcgm_failure_names_the_test_gpu_and_dcgm_fr_reason() -> None:
+    report = parse_dcgm_diag(sample("dcgm_diag_r3_fail.json"))
+    assert not report.passed
+    assert report.version == "3.3.7"
+    assert [(f.test, f.gpu, f.reason) for f in report.failures] == [
+        ("GPU Memory", "1", "DCGM_FR_FAULTY_MEMORY")
+    ]
+    assert [(f.test, f.reason) for f in report.warnings] == [("PCIe", "DCGM_FR_PCIE_H_REPLAY_VIOLATION")]
+    assert report.summary().startswith(
+        "DCGM diag failed: GPU Memory on GPU 1: DCGM_FR_FAULTY_MEMORY: A memory mismatch"
+    )
+
+
+def test_dcgm_pass_when_no_result_failed() -> None:
+    text = sample("dcgm_diag_r3_fail.json").replace('"status" : "Fail"', '"status" : "Pass"')
+    report = parse_dcgm_diag(text)
+    assert report.passed and report.tests_run == 11
+    assert report.summary() == "DCGM diag passed (11 test results)"
+
+
+def test_dcgm_code_table_matches_the_header_enum() -> None:
+    # Spot checks against dcgm_errors.h: values are part of DCGM's ABI.
+    assert DCGM_FR_CODES["DCGM_FR_OK"] == 0
+    assert DCGM_FR_CODES["DCGM_FR_NVLINK_DOWN"] == 14
+    assert DCGM_FR_CODES["DCGM_FR_FAULTY_MEMORY"] == 52
+    assert DCGM_FR_CODES["DCGM_FR_XID_ERROR"] == 101
+    assert DCGM_FR_CODES["DCGM_FR_SXID_ERROR"] == 109
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("dcgmi: command not found", "no JSON object"),
+        ('{"DCGM GPU Diagnostic": {"test_categories": []}}', "lists no test results"),
+        ('{"other": 1}', "no 'DCGM GPU Diagnostic'"),
+        ("{not json}", "not valid JSON"),
+    ],
+)
+def test_dcgm_garbage_is_a_clear_error(text: str, message: str) -> None:
+    with pytest.raises(DiagParseError, match=message):
+        parse_dcgm_diag(text)
+
+
+def test_nccl_table_with_root_column_and_average() -> None:
+    result = parse_nccl(sample("nccl_all_reduce_8gpu.txt"))
+    assert result.avg_busbw_gbps == pytest.approx(204.1012)
+    assert result.peak_busbw_gbps == pytest.approx(396.75)
+    assert len(result.rows) == 7
+    assert result.rows[-1].size_bytes == 8589934592 and result.rows[-1].busbw_gbps == pytest.approx(396.61)
+    assert result.wrong_total == 0 and result.out_of_bounds == 0
+    assert result.devices == ["NVIDIA H100 80GB HBM3"] * 8
+
+
+def test_nccl_old_format_without_root_column() -> None:
+    result = parse_nccl(sample("nccl_all_reduce_old.txt").replace("0e+00", "0"))
+    assert [r.busbw_gbps for r in result.rows] == [88.08, 90.95, 92.59]
+    assert result.avg_busbw_gbps == pytest.approx(90.6142)
+
+
+def test_nccl_crash_output_is_a_clear_error() -> None:
+    with pytest.raises(NcclParseError, match="the test may have crashed"):
+        parse_nccl("gpu-node-07: Test NCCL failure common.cu:1005 'unhandled cuda error'\n")
+
+
+def test_device_query_pass_and_devices() -> None:
+    result = parse_device_query(sample("device_query_pass.txt"))
+    assert result.passed and result.device_count == 2
+    assert result.devices == ["NVIDIA H100 80GB HBM3", "NVIDIA H100 80GB HBM3"]
+    assert (result.driver_version, result.runtime_version) == ("12.4", "12.4")
+    assert not parse_device_query(
+        "cudaGetDeviceCount returned 100\n-> no CUDA-capable device is detected\n"
+    ).passed
+    with pytest.raises(CudaParseError):
+        parse_device_query("segfault")
+
+
+def test_p2p_matrices_expose_the_slowest_pair() -> None:
+    matrices = parse_p2p(sample("p2p_bandwidth.txt"))
+    titles = [m.title.split(" Matrix")[0] for m in matrices]
+    assert titles == [
+        "Unidirectional P2P=Disabled Bandwidth",
+        "Unidirectional P2P=Enabled Bandwidth (P2P Writes)",
+        "Bidirectional P2P=Enabled Bandwidth",
+    ]
+    enabled = matrices[1]
+    assert enabled.gpus == 3
+    assert enabled.min_peer() == pytest.approx(121.40)  # GPU1 -> GPU2 link is degraded
