@@ -1,7 +1,11 @@
 """`ssh.*` modules: commands, scripts, files, facts, firmware and reboot over SSH (paramiko).
 
 Connections come from the worker's pool (`pitstop.ssh.pool`): one per (host, port, user,
-jump host), reused across activities, host keys checked strictly against known_hosts.
+jump host, credentials), reused across activities, host keys checked strictly against
+known_hosts (`HostKeyMismatch` otherwise). A connection that drops mid-command is retried
+only when running the command again is safe (read-only modules, `creates`/`removes`,
+`retry_on_disconnect: true`, the firmware state machine); otherwise the task fails with
+"connection lost while running <cmd>; not retried because it may have run".
 Activities are plain `def`s: paramiko blocks, so they run on the worker's thread pool.
 
 Remote protocol: what the modules send to a node
@@ -11,7 +15,7 @@ Each line is one SSH `exec` request on its own session channel, sent as written 
 as `sudo -n [-u USER] -- sh -c '<command>'` (`pitstop.ssh.protocol.unwrap_become` undoes it).
 A simulated node answers these; anything else it may refuse with exit status 127.
 
-ssh.facts (all at once, on parallel channels):
+ssh.facts (all at once, on 7 parallel channels of one connection):
     cat /proc/sys/kernel/random/boot_id        -> one line, changes at every boot
     uname -r                                   -> kernel release
     cat /etc/os-release                        -> KEY=value lines (ID, VERSION_ID, PRETTY_NAME)
@@ -49,12 +53,15 @@ ssh.firmware_update — the updater contract (a tool on the node, default `pitst
     cat STATE_DIR/firmware-T.staged            (exit 1: no marker)
     cat STATE_DIR/firmware-T.rc                (only when a marker exists)
     test -d /proc/PID                          (only when a marker exists and no .rc: is it still running?)
-    sha256sum STATE_DIR/firmware-T.img ; mkdir -p STATE_DIR ; SFTP upload ; rm -f STATE_DIR/firmware-T.rc
+    sha256sum STATE_DIR/firmware-T.img         (already uploaded by an earlier attempt? then no upload)
+    mkdir -p STATE_DIR ; SFTP write STATE_DIR/.firmware-T.img.pitstop-<hex> + chmod 0600 ;
+    sha256sum STATE_DIR/.firmware-T.img.pitstop-<hex> ; SFTP posix-rename onto STATE_DIR/firmware-T.img
+    rm -f STATE_DIR/firmware-T.rc
     sh -c 'echo "pid=$$ boot=B run=R task=K target=T" > STATE_DIR/firmware-T.staged && { pitstop-fwupdate
            --apply STATE_DIR/firmware-T.img > STATE_DIR/firmware-T.log 2>&1; rc=$?; echo $rc >
            STATE_DIR/firmware-T.rc; exit $rc; }'
                                                (one line; `pitstop.ssh.protocol.parse_apply` parses it)
-    tail -c 16384 STATE_DIR/firmware-T.log
+    tail -c 16384 STATE_DIR/firmware-T.log     (the updater's output, for the result or the error)
     once T is active:    rm -f STATE_DIR/firmware-T.staged STATE_DIR/firmware-T.rc STATE_DIR/firmware-T.img
     after a failed apply: mv -f STATE_DIR/firmware-T.staged STATE_DIR/firmware-T.failed
 
@@ -145,9 +152,7 @@ def _read_worker_file(path: str, what: str) -> bytes:
 
 
 # --- ssh.command / ssh.script ------------------------------------------------------------
-def _guard(
-    conn: Connection, call: ModuleCall, creates: str | None, removes: str | None, become: bool
-) -> str | None:
+def _guard(conn: Connection, creates: str | None, removes: str | None, become: bool) -> str | None:
     """Ansible's `creates`/`removes`: a reason not to run, or None."""
     for path, run_if_exists in ((creates, False), (removes, True)):
         if path is None:
@@ -198,7 +203,6 @@ def _command_result(
 
 
 def _run_user_command(
-    call: ModuleCall,
     target: SSHTarget,
     args: CommandArgs | ScriptArgs,
     conn: Connection,
@@ -239,12 +243,12 @@ def ssh_command(call: ModuleCall) -> ModuleResult:
     target = target_for(call)
     safe, why = _retry_reason(args)
     with _connection(target, safe_to_retry=safe, why=why) as conn:
-        reason = _guard(conn, call, args.creates, args.removes, args.become)
+        reason = _guard(conn, args.creates, args.removes, args.become)
         if reason is not None:
             return ModuleResult(
                 changed=False, msg=reason, rc=0, stdout="", stderr="", data={"cmd": display(args.cmd)}
             )
-        return _run_user_command(call, target, args, conn, args.cmd)
+        return _run_user_command(target, args, conn, args.cmd)
 
 
 @activity.defn(name="module.ssh.script")
@@ -257,7 +261,7 @@ def ssh_script(call: ModuleCall) -> ModuleResult:
     target = target_for(call)
     safe, why = _retry_reason(args)
     with _connection(target, safe_to_retry=safe, why=why) as conn:
-        reason = _guard(conn, call, args.creates, args.removes, args.become)
+        reason = _guard(conn, args.creates, args.removes, args.become)
         if reason is not None:
             return ModuleResult(changed=False, msg=reason, rc=0, stdout="", stderr="")
         directory = f"/tmp/.pitstop-script-{uuid.uuid4().hex[:12]}"
@@ -274,7 +278,7 @@ def ssh_script(call: ModuleCall) -> ModuleResult:
             sftp.close()
         try:
             argv = [*([args.executable] if args.executable else []), path, *args.args]
-            result = _run_user_command(call, target, args, conn, argv)
+            result = _run_user_command(target, args, conn, argv)
         finally:
             if conn.alive():
                 run_command(conn, f"rm -rf -- {shlex.quote(directory)}")

@@ -30,6 +30,10 @@ SSH_RETRY = RetryDefaults(
 )
 
 
+class _BecomeRootArgs(ModuleArgs):
+    become: bool = Field(default=False, description="Run the node's commands as root through `sudo -n`.")
+
+
 class _BecomeArgs(ModuleArgs):
     become: bool = Field(default=False, description="Run as root (or `become_user`) through `sudo -n`.")
     become_user: str | None = Field(default=None, description="User to become instead of root.")
@@ -116,7 +120,7 @@ class FactsArgs(ModuleArgs):
     )
 
 
-class FirmwareUpdateArgs(_BecomeArgs):
+class FirmwareUpdateArgs(_BecomeRootArgs):
     target: str = Field(
         min_length=1, description="Firmware version to end up with, as `--current` prints it."
     )
@@ -141,7 +145,7 @@ class FirmwareUpdateArgs(_BecomeArgs):
     )
 
 
-class RebootArgs(_BecomeArgs):
+class RebootArgs(_BecomeRootArgs):
     reboot_command: str = Field(default=protocol.REBOOT, description="Command that reboots the host.")
     boot_time_command: str = Field(
         default=protocol.BOOT_ID, description="Prints something that changes at every boot (as Ansible's)."
