@@ -9,7 +9,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from activities.baseline import BASELINE_ACTIVITIES
 from activities.plan import load_plan
 from activities.ssh import SSH_ACTIVITIES
 
-ACTIVITIES: list[Callable[..., Any]] = [load_plan, *SSH_ACTIVITIES]
+ACTIVITIES: list[Callable[..., Any]] = [load_plan, *SSH_ACTIVITIES, *BASELINE_ACTIVITIES]

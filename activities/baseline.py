@@ -1,0 +1,76 @@
+"""`baseline.record` / `baseline.compare`: a JSON file per (product, pool) in a directory.
+
+The directory is local to the worker by default; point PITSTOP_BASELINE_DIR at shared
+storage (or sync it to S3) when several workers serve one cluster.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import tempfile
+from datetime import UTC, datetime
+from pathlib import Path
+
+from temporalio import activity
+from temporalio.exceptions import ApplicationError
+
+from activities._args import parse_args
+from pitstop.baseline import Baseline, compare, merge
+from pitstop.contracts import ModuleCall, ModuleResult
+from pitstop.module_args.baseline import CompareArgs, RecordArgs
+
+_SAFE = re.compile(r"[^A-Za-z0-9._-]+")
+
+
+def _path(store: str | None, product: str, pool: str) -> Path:
+    root = Path(store or os.environ.get("PITSTOP_BASELINE_DIR", ".pitstop/baselines"))
+    return root / f"{_SAFE.sub('_', product)}__{_SAFE.sub('_', pool)}.json"
+
+
+def load(store: str | None, product: str, pool: str) -> Baseline:
+    path = _path(store, product, pool)
+    if not path.exists():
+        return Baseline(product=product, pool=pool)
+    return Baseline.model_validate_json(path.read_text())
+
+
+def save(store: str | None, baseline: Baseline) -> Path:
+    path = _path(store, baseline.product, baseline.pool)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    # Atomic replace: a crash mid-write never leaves a half-written baseline.
+    with tempfile.NamedTemporaryFile("w", dir=path.parent, delete=False, suffix=".tmp") as tmp:
+        tmp.write(baseline.model_dump_json(indent=2))
+    os.replace(tmp.name, path)
+    return path
+
+
+@activity.defn(name="module.baseline.record")
+def baseline_record(call: ModuleCall) -> ModuleResult:
+    args = parse_args(RecordArgs, call)
+    current = load(args.store, args.product, args.pool)
+    updated = merge(current, args.metrics, datetime.now(UTC), call.run_id, args.units)
+    figures = {k: round(v.value, 3) for k, v in updated.metrics.items() if k in args.metrics}
+    if call.check_mode:
+        return ModuleResult(changed=True, msg=f"would record {figures}", data={"baseline": figures})
+    path = save(args.store, updated)
+    return ModuleResult(changed=True, msg=f"recorded {figures} in {path}", data={"baseline": figures})
+
+
+@activity.defn(name="module.baseline.compare")
+def baseline_compare(call: ModuleCall) -> ModuleResult:
+    args = parse_args(CompareArgs, call)
+    baseline = load(args.store, args.product, args.pool)
+    try:
+        deviations = compare(baseline, args.metrics, args.thresholds)
+    except KeyError as exc:
+        raise ApplicationError(str(exc.args[0]), type="PreconditionFailed", non_retryable=True) from None
+    data = {"deviations": [d.model_dump() for d in deviations]}
+    bad = [d for d in deviations if not d.ok]
+    if bad:
+        return ModuleResult(failed=True, msg="; ".join(d.describe() for d in bad), data=data)
+    summary = ", ".join(f"{d.metric} {d.deviation_pct:+.1f}%" for d in deviations)
+    return ModuleResult(msg=f"within baseline: {summary}", data=data)
+
+
+BASELINE_ACTIVITIES = [baseline_record, baseline_compare]
