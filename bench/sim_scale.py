@@ -11,6 +11,7 @@ pays), plus the cost of the client's own model decoding for the big lists.
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import statistics
 import subprocess
@@ -21,8 +22,8 @@ import urllib.request
 from collections.abc import Callable
 from pathlib import Path
 
-import yaml
 from kubernetes import client, config
+from ruamel.yaml import YAML
 
 REPO = Path(__file__).resolve().parent.parent
 DAEMONSETS_PER_NODE = 3  # GPU Operator: driver, device plugin, DCGM exporter
@@ -32,18 +33,37 @@ def scenario(nodes: int, pods: int) -> dict[str, object]:
     """Deployments sized so that DaemonSet pods plus replicas make exactly `pods` pods."""
     workload_pods = pods - DAEMONSETS_PER_NODE * nodes
     if workload_pods < 0:
-        raise SystemExit(f"{pods} pods cannot hold the {DAEMONSETS_PER_NODE * nodes} DaemonSet pods of {nodes} nodes")
+        raise SystemExit(
+            f"{pods} pods cannot hold the {DAEMONSETS_PER_NODE * nodes} DaemonSet pods of {nodes} nodes"
+        )
     gpu_replicas = min(nodes, workload_pods // 10)
     deployments: list[dict[str, object]] = []
     for i in range(gpu_replicas // 10):
-        deployments.append({"name": f"gpu-svc-{i:03d}", "namespace": "serving", "replicas": 10, "gpus": 1,
-                            "cpu": "1", "memory": "4Gi", "pdb": {"max_unavailable": 1}})  # fmt: skip
+        deployments.append(
+            {
+                "name": f"gpu-svc-{i:03d}",
+                "namespace": "serving",
+                "replicas": 10,
+                "gpus": 1,
+                "cpu": "1",
+                "memory": "4Gi",
+                "pdb": {"max_unavailable": 1},
+            }
+        )
     rest = workload_pods - 10 * (gpu_replicas // 10)
     index = 0
     while rest > 0:
         replicas = min(100, rest)
-        deployments.append({"name": f"svc-{index:03d}", "namespace": f"team-{index % 8}", "replicas": replicas,
-                            "cpu": "100m", "memory": "128Mi", "pdb": {"max_unavailable": "10%"}})  # fmt: skip
+        deployments.append(
+            {
+                "name": f"svc-{index:03d}",
+                "namespace": f"team-{index % 8}",
+                "replicas": replicas,
+                "cpu": "100m",
+                "memory": "128Mi",
+                "pdb": {"max_unavailable": "10%"},
+            }
+        )
         rest -= replicas
         index += 1
     return {
@@ -56,7 +76,7 @@ def scenario(nodes: int, pods: int) -> dict[str, object]:
 
 def percentile(samples: list[float], q: float) -> float:
     ordered = sorted(samples)
-    return ordered[min(len(ordered) - 1, int(round(q * (len(ordered) - 1))))]
+    return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
 
 
 def measure(fn: Callable[[int], object], rounds: int) -> list[float]:
@@ -71,20 +91,33 @@ def measure(fn: Callable[[int], object], rounds: int) -> list[float]:
 
 def start_simulator(workdir: Path, nodes: int, pods: int) -> tuple[subprocess.Popen[bytes], Path, float]:
     scenario_file = workdir / "scenario.yaml"
-    scenario_file.write_text(yaml.safe_dump(scenario(nodes, pods), sort_keys=False))
+    scenario_file.write_text(json.dumps(scenario(nodes, pods), indent=1))  # JSON is YAML
     kubeconfig = workdir / "kubeconfig"
     log = (workdir / "sim.log").open("wb")
     started = time.perf_counter()
     proc = subprocess.Popen(
-        [sys.executable, "-m", "pitstop.cli_sim", "serve", "--scenario", str(scenario_file), "--kubeconfig", str(kubeconfig)],
-        cwd=REPO, stdout=log, stderr=subprocess.STDOUT, env={**os.environ, "COLUMNS": "200"},
-    )  # fmt: skip
+        [
+            sys.executable,
+            "-m",
+            "pitstop.cli_sim",
+            "serve",
+            "--scenario",
+            str(scenario_file),
+            "--kubeconfig",
+            str(kubeconfig),
+        ],
+        cwd=REPO,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        env={**os.environ, "COLUMNS": "200"},
+    )
     deadline = time.monotonic() + 300
     while time.monotonic() < deadline:
         if proc.poll() is not None:
             raise SystemExit(f"simulator exited: {(workdir / 'sim.log').read_text()}")
         if kubeconfig.exists():
-            server = yaml.safe_load(kubeconfig.read_text())["clusters"][0]["cluster"]["server"]
+            loaded = YAML(typ="safe", pure=True).load(kubeconfig.read_text())
+            server = loaded["clusters"][0]["cluster"]["server"]
             try:
                 urllib.request.urlopen(f"{server}/version", timeout=1).read()
                 return proc, kubeconfig, time.perf_counter() - started
@@ -103,7 +136,9 @@ def rss_mb(pid: int) -> float:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--nodes", type=int, default=1000)
     parser.add_argument("--pods", type=int, default=20_000)
     parser.add_argument("--rounds", type=int, default=50)
@@ -124,38 +159,79 @@ def run(kubeconfig: Path, args: argparse.Namespace, startup: float, pid: int) ->
     host = api_client.configuration.host
     pool = api_client.rest_client.pool_manager
     nodes = [n.metadata.name for n in core.list_node().items]
-    total_pods = len(core.list_pod_for_all_namespaces(_preload_content=False).data) and None
     pods = core.list_pod_for_all_namespaces(limit=1).metadata.remaining_item_count + 1
     rounds = args.rounds
-    print(f"simulator: {len(nodes)} nodes, {pods} pods, seeded and serving in {startup:.1f}s, RSS {rss_mb(pid):.0f} MiB")
-    del total_pods
+    print(
+        f"simulator: {len(nodes)} nodes, {pods} pods, seeded and serving in {startup:.1f}s, "
+        f"RSS {rss_mb(pid):.0f} MiB"
+    )
 
     results: list[tuple[str, list[float]]] = []
     base = measure(lambda i: pool.request("GET", f"{host}/version").data, rounds * 4)
     results.append(("GET /version, raw HTTP (baseline)", base))
-    results.append(("GET /version, client (VersionApi.get_code)", measure(lambda i: version.get_code(), rounds * 2)))
-    results.append(("list nodes (1,000), client", measure(lambda i: core.list_node(), max(5, rounds // 5))))
-    results.append((
-        "list nodes by label (one domain, 100)",
-        measure(lambda i: core.list_node(label_selector=f"topology.kubernetes.io/zone=zone-{'abcdefghij'[i % 10]}"), rounds),
-    ))  # fmt: skip
-    results.append((
-        "list pods on a node (fieldSelector spec.nodeName)",
-        measure(lambda i: core.list_pod_for_all_namespaces(field_selector=f"spec.nodeName={nodes[i % len(nodes)]}"), rounds),
-    ))  # fmt: skip
-    results.append((
-        "list pods by label (one deployment, 100)",
-        measure(lambda i: core.list_namespaced_pod(f"team-{i % 8}", label_selector=f"app=svc-{i % 8:03d}"), rounds),
-    ))  # fmt: skip
-    results.append((
-        "list all pods (20,000), raw bytes",
-        measure(lambda i: core.list_pod_for_all_namespaces(_preload_content=False).data, 5),
-    ))  # fmt: skip
-    results.append(("list all pods (20,000), client models", measure(lambda i: core.list_pod_for_all_namespaces(), 3)))
-    results.append((
-        "patch node label (strategic merge)",
-        measure(lambda i: core.patch_node(nodes[i % len(nodes)], {"metadata": {"labels": {"bench/round": str(i)}}}), rounds),
-    ))  # fmt: skip
+    results.append(
+        ("GET /version, client (VersionApi.get_code)", measure(lambda i: version.get_code(), rounds * 2))
+    )
+    results.append(
+        (
+            "list nodes (1,000), raw bytes",
+            measure(lambda i: core.list_node(_preload_content=False).data, rounds),
+        )
+    )
+    results.append(
+        ("list nodes (1,000), client models", measure(lambda i: core.list_node(), max(5, rounds // 5)))
+    )
+    results.append(
+        (
+            "list nodes by label (one domain, 100)",
+            measure(
+                lambda i: core.list_node(
+                    label_selector=f"topology.kubernetes.io/zone=zone-{'abcdefghij'[i % 10]}"
+                ),
+                rounds,
+            ),
+        )
+    )
+    results.append(
+        (
+            "list pods on a node (fieldSelector spec.nodeName)",
+            measure(
+                lambda i: core.list_pod_for_all_namespaces(
+                    field_selector=f"spec.nodeName={nodes[i % len(nodes)]}"
+                ),
+                rounds,
+            ),
+        )
+    )
+    results.append(
+        (
+            "list pods by label (one deployment, 100)",
+            measure(
+                lambda i: core.list_namespaced_pod(f"team-{i % 8}", label_selector=f"app=svc-{i % 8:03d}"),
+                rounds,
+            ),
+        )
+    )
+    results.append(
+        (
+            "list all pods (20,000), raw bytes",
+            measure(lambda i: core.list_pod_for_all_namespaces(_preload_content=False).data, 5),
+        )
+    )
+    results.append(
+        ("list all pods (20,000), client models", measure(lambda i: core.list_pod_for_all_namespaces(), 3))
+    )
+    results.append(
+        (
+            "patch node label (strategic merge)",
+            measure(
+                lambda i: core.patch_node(
+                    nodes[i % len(nodes)], {"metadata": {"labels": {"bench/round": str(i)}}}
+                ),
+                rounds,
+            ),
+        )
+    )
 
     def cordon_cycle(i: int) -> None:
         name = nodes[(i * 7) % len(nodes)]

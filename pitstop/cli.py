@@ -54,11 +54,10 @@ def _register_subcommands() -> None:
     cli_runbook.register(app)
     cli_modules.register(app)
     cli_run.register(app)
-    try:
-        from pitstop import cli_dev
-    except ImportError:  # pragma: no cover - while the module is being written
-        return
+    from pitstop import cli_dev, cli_sim
+
     app.add_typer(cli_dev.dev_app, name="dev")
+    app.add_typer(cli_sim.sim_app, name="sim")
 
 
 _register_subcommands()

@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
 import signal
 from pathlib import Path
 from typing import Annotated
 
 import typer
+from pydantic import ValidationError
 from rich.console import Console
 
 from pitstop.sim.cluster import SimCluster, SimConfig
@@ -23,7 +25,10 @@ sim_app = typer.Typer(
 console = Console()
 err_console = Console(stderr=True)
 
-DEFAULT_KUBECONFIG = Path(".pitstop/sim/kubeconfig")
+
+def _default_kubeconfig() -> Path:
+    """Next to the dev stack's state: $PITSTOP_HOME/sim/kubeconfig (default ./.pitstop)."""
+    return Path(os.environ.get("PITSTOP_HOME") or ".pitstop") / "sim" / "kubeconfig"
 
 
 @sim_app.callback()
@@ -48,7 +53,10 @@ def serve(
         float | None, typer.Option(help="Simulated seconds per real second (e.g. 60: a minute per second).")
     ] = None,
     port: Annotated[int, typer.Option(min=0, max=65535, help="Port on 127.0.0.1 (0 picks a free one).")] = 0,
-    kubeconfig: Annotated[Path, typer.Option(help="Where to write the kubeconfig.")] = DEFAULT_KUBECONFIG,
+    kubeconfig: Annotated[
+        Path | None,
+        typer.Option(help="Where to write the kubeconfig (default: $PITSTOP_HOME/sim/kubeconfig)."),
+    ] = None,
 ) -> None:
     """Serve the Kubernetes API of a simulated GPU cluster until interrupted."""
     try:
@@ -60,11 +68,16 @@ def serve(
             gpus_per_node=gpus_per_node,
             time_scale=time_scale,
             port=port,
-            kubeconfig=kubeconfig,
+            kubeconfig=kubeconfig or _default_kubeconfig(),
         )
         cluster = SimCluster(config)
     except ScenarioError as exc:
         err_console.print(f"[red]invalid scenario:[/] {exc}", highlight=False)
+        raise typer.Exit(2) from None
+    except ValidationError as exc:
+        first = exc.errors(include_url=False)[0]
+        option = "--" + str(first["loc"][0]).replace("_", "-")
+        err_console.print(f"[red]invalid {option}:[/] {first['msg']}", highlight=False)
         raise typer.Exit(2) from None
     try:
         asyncio.run(_serve(cluster))
@@ -83,7 +96,8 @@ async def _serve(cluster: SimCluster) -> None:
         f"rehearsal cluster [bold]{cluster.scenario.name}[/] serving at {url}\n"
         f"  {shape.nodes} nodes in {shape.domains} failure domains, {shape.gpus_per_node} GPUs each, "
         f"time scale {cluster.scenario.timing.time_scale:g}\n"
-        f"  kubeconfig: {cluster.kubeconfig_path}   (kubectl --kubeconfig {cluster.kubeconfig_path} get nodes)\n"
+        f"  kubeconfig: {cluster.kubeconfig_path}\n"
+        f"  try: kubectl --kubeconfig {cluster.kubeconfig_path} get nodes -o wide\n"
         f"  admin: {url}/_sim/counters, {url}/_sim/timeline\n"
         "Press Ctrl+C to stop.",
         highlight=False,

@@ -33,7 +33,8 @@ HTTP admin endpoints (no token): see `pitstop.sim.admin` — `/_sim/counters`,
 
 Kubernetes API served
 ---------------------
-Discovery (`/version`, `/api`, `/api/v1`, `/apis`, `/apis/<group>[/<version>]`), no OpenAPI.
+Discovery (`/version`, `/api`, `/api/v1`, `/apis`, `/apis/<group>[/<version>]`) and a minimal
+`/openapi/v3` (paths only: `kubectl create/apply -f` learn that the server validates fields).
 core/v1: namespaces, nodes (+status), pods (+status, eviction, log, binding), events,
 configmaps, secrets, services, serviceaccounts; apps/v1: deployments (+scale), replicasets,
 daemonsets, statefulsets (stored only); batch/v1: jobs, cronjobs (stored only); policy/v1:
@@ -80,7 +81,23 @@ Behaviour pitstop's kube modules rely on
 - Reboot (`reboot(node)`, `POST /_sim/reboot/{node}`): Ready becomes Unknown, pods on the
   node become not ready; after `timing.reboot_seconds` the node is Ready with a new boot id
   and any profile update staged with `apply: reboot`. Cordon state is kept. Nodes in
-  `faults.nodes_never_return` stay NotReady.
+  `faults.nodes_never_return` stay NotReady. Pods that do not tolerate the NoExecute taint
+  are removed after `timing.not_ready_eviction_seconds` (default tolerations: 300s).
+- Scheduling: the scheduler skips cordoned nodes unless a pod tolerates
+  `node.kubernetes.io/unschedulable:NoSchedule`; a pod with `spec.nodeName` set runs there
+  regardless (so a validation Job can target a cordoned node either way, as on a real
+  cluster). Unschedulable pods stay Pending with a `PodScheduled=False` message naming why.
+- Deleting a pod through the API is counted as a deletion (forced when a PDB covers it or
+  the grace period is 0); controller-initiated removals (ReplicaSet scale-down, garbage
+  collection, taint eviction) are not client actions and are not counted.
+
+Authentication: the kubeconfig carries a bearer token, but kubectl does not send tokens to a
+plain-HTTP server, so anonymous requests are served; a request with a wrong token gets 401
+(`SimConfig(require_token=True)` refuses anonymous ones too).
+
+Not simulated: server-side apply, exec/attach/port-forward/proxy, metrics, protobuf bodies,
+rolling Deployment updates (a new template replaces the old ReplicaSet at once), StatefulSet
+and CronJob controllers (their objects are stored only), OpenAPI schemas (`kubectl explain`).
 """
 
 from __future__ import annotations

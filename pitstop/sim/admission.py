@@ -160,7 +160,8 @@ def _label_causes(metadata: Obj) -> list[Cause]:
                 (
                     "metadata.labels",
                     "FieldValueInvalid",
-                    f'Invalid value: "{value}": a valid label must be an empty string or consist of alphanumeric '
+                    f'Invalid value: "{value}": a valid label must be an empty string or consist of '
+                    "alphanumeric "
                     "characters, '-', '_' or '.', and must start and end with an alphanumeric character",
                 )
             )
@@ -401,7 +402,8 @@ def _node_causes(node: Obj) -> list[Cause]:
                 (
                     f"{field}.effect",
                     "FieldValueNotSupported",
-                    f'Unsupported value: "{effect}": supported values: "NoSchedule", "PreferNoSchedule", "NoExecute"',
+                    f'Unsupported value: "{effect}": supported values: '
+                    '"NoSchedule", "PreferNoSchedule", "NoExecute"',
                 )
             )
         pair = (taint["key"], str(effect))

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import builtins
 import json
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -69,6 +70,20 @@ class ListPage:
     continue_token: str | None
 
 
+def eviction_refused(pdb_name: str, status: Obj) -> ApiError:
+    """The apiserver's 429 for an eviction its PDB does not allow (kubectl drain retries these)."""
+    cause = (
+        f"The disruption budget {pdb_name} needs {status['desiredHealthy']} healthy pods "
+        f"and has {status['currentHealthy']} currently"
+    )
+    return ApiError(
+        429,
+        "TooManyRequests",
+        EVICTION_REFUSED,
+        {"causes": [{"reason": "DisruptionBudget", "message": cause}]},
+    )
+
+
 def success_status(code: int = 200, details: Obj | None = None) -> Obj:
     body: Obj = {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success", "code": code}
     if details:
@@ -79,10 +94,6 @@ def success_status(code: int = 200, details: Obj | None = None) -> Obj:
 class KubeApi:
     def __init__(self, ctx: SimContext) -> None:
         self.ctx = ctx
-
-    @property
-    def store(self) -> Any:
-        return self.ctx.store
 
     # --- reads ----------------------------------------------------------------------------------
 
@@ -120,12 +131,8 @@ class KubeApi:
 
     def create(self, rt: ResourceType, namespace: str | None, body: Any, *, dry_run: bool = False) -> Obj:
         if rt.namespaced:
-            ns = (
-                namespace or (body.get("metadata") or {}).get("namespace")
-                if isinstance(body, dict)
-                else namespace
-            )
-            self._require_namespace(ns or "default", creating=True)
+            in_body = (body.get("metadata") or {}).get("namespace") if isinstance(body, dict) else None
+            self._require_namespace(namespace or in_body or "default", creating=True)
         obj = admission.prepare_create(rt, body, namespace, self.ctx.rng)
         if rt.kind == "Namespace" and obj["metadata"]["name"] in ("",):
             raise invalid(rt, "", [("metadata.name", "FieldValueRequired", "Required value")])
@@ -249,7 +256,8 @@ class KubeApi:
             raise ApiError(
                 409,
                 "Conflict",
-                f"Precondition failed: UID in precondition: {pre['uid']}, UID in object meta: {meta(obj).get('uid')}",
+                f"Precondition failed: UID in precondition: {pre['uid']}, "
+                f"UID in object meta: {meta(obj).get('uid')}",
             )
         if pre.get("resourceVersion") and pre["resourceVersion"] != meta(obj).get("resourceVersion"):
             raise conflict(rt, name)
@@ -267,7 +275,7 @@ class KubeApi:
             marked = clone(obj)
             marked["metadata"]["deletionTimestamp"] = rfc3339()
             marked["metadata"]["deletionGracePeriodSeconds"] = 0
-            return self.ctx.store.update(rt.storage, marked)  # type: ignore[no-any-return]
+            return self.ctx.store.update(rt.storage, marked)
         return self._remove(rt, obj)
 
     def delete_collection(
@@ -279,7 +287,7 @@ class KubeApi:
         field_selector: str | None = None,
         options: Obj | None = None,
         dry_run: bool = False,
-    ) -> list[Obj]:
+    ) -> builtins.list[Obj]:
         page = self.list(rt, namespace, label_selector=label_selector, field_selector=field_selector)
         out = []
         for obj in page.result.items:
@@ -343,7 +351,8 @@ class KubeApi:
             raise ApiError(
                 500,
                 "InternalError",
-                "This pod has more than one PodDisruptionBudget, which the eviction subresource does not support.",
+                "This pod has more than one PodDisruptionBudget, "
+                "which the eviction subresource does not support.",
             )
         pdb_name: str | None = None
         if pdbs and not ignore_pdb:
@@ -352,25 +361,12 @@ class KubeApi:
             status = self.live_pdb_status(pdb)
             unhealthy_ok = not pod_is_ready(pod) and (
                 (pdb.get("spec") or {}).get("unhealthyPodEvictionPolicy") == "AlwaysAllow"
-                or status["currentHealthy"] >= status["desiredHealthy"] > 0
+                or status["currentHealthy"] >= status["desiredHealthy"]
             )
             if not unhealthy_ok:
                 if status["disruptionsAllowed"] <= 0:
                     self.ctx.recorder.eviction(pod, "refused", pdb_name)
-                    raise ApiError(
-                        429,
-                        "TooManyRequests",
-                        EVICTION_REFUSED,
-                        {
-                            "causes": [
-                                {
-                                    "reason": "DisruptionBudget",
-                                    "message": f"The disruption budget {pdb_name} needs {status['desiredHealthy']} "
-                                    f"healthy pods and has {status['currentHealthy']} currently",
-                                }
-                            ]
-                        },
-                    )
+                    raise eviction_refused(pdb_name, status)
                 if not dry_run:
                     self._take_disruption(pdb, status, name)
         if dry_run:
@@ -382,7 +378,7 @@ class KubeApi:
             self._check_violation(pod, via="eviction")
         return success_status(201)
 
-    def pdbs_covering(self, pod: Obj) -> list[Obj]:
+    def pdbs_covering(self, pod: Obj) -> builtins.list[Obj]:
         ns = meta(pod).get("namespace")
         items = self.ctx.store.list("poddisruptionbudgets", ns).items
         return [pdb for pdb in items if pdb_selects(pdb, pod)]
@@ -475,7 +471,8 @@ class KubeApi:
                 container = containers[0]
             else:
                 raise bad_request(
-                    f"a container name must be specified for pod {name}, choose one of: [{' '.join(map(str, containers))}]"
+                    f"a container name must be specified for pod {name}, "
+                    f"choose one of: [{' '.join(map(str, containers))}]"
                 )
         if container not in containers:
             raise bad_request(f"container {container} is not valid for pod {name}")
@@ -508,7 +505,8 @@ class KubeApi:
             raise ApiError(
                 409,
                 "Conflict",
-                f'Operation cannot be fulfilled on pods/binding "{name}": pod {name} is already assigned to node "{pod_node(pod)}"',
+                f'Operation cannot be fulfilled on pods/binding "{name}": '
+                f'pod {name} is already assigned to node "{pod_node(pod)}"',
             )
         bound = clone(pod)
         bound["spec"]["nodeName"] = node
@@ -606,7 +604,7 @@ class KubeApi:
             for served in crd_resource_type(obj):
                 self.ctx.registry.remove(served.group, served.version, served.plural)
         self.ctx.poke()
-        return gone  # type: ignore[no-any-return]
+        return gone
 
     def _delete_namespace(self, rt: ResourceType, ns: Obj) -> Obj:
         if is_terminating(ns):
@@ -616,7 +614,7 @@ class KubeApi:
         marked["status"] = {"phase": "Terminating"}
         stored = self.ctx.store.update(rt.storage, marked)
         self.ctx.poke()
-        return stored  # type: ignore[no-any-return]
+        return stored
 
     def _orphan_dependents(self, owner: Obj) -> None:
         uid = meta(owner).get("uid", "")
@@ -643,14 +641,26 @@ class KubeApi:
             names = (crd.get("spec") or {}).get("names") or {}
             established["status"] = {
                 "acceptedNames": names,
-                "storedVersions": [v["name"] for v in (crd.get("spec") or {}).get("versions") or [] if v.get("storage")],
-                "conditions": [
-                    {"type": "NamesAccepted", "status": "True", "reason": "NoConflicts", "message": "no conflicts found",
-                     "lastTransitionTime": rfc3339()},
-                    {"type": "Established", "status": "True", "reason": "InitialNamesAccepted",
-                     "message": "the initial names have been accepted", "lastTransitionTime": rfc3339()},
+                "storedVersions": [
+                    v["name"] for v in (crd.get("spec") or {}).get("versions") or [] if v.get("storage")
                 ],
-            }  # fmt: skip
+                "conditions": [
+                    {
+                        "type": "NamesAccepted",
+                        "status": "True",
+                        "reason": "NoConflicts",
+                        "message": "no conflicts found",
+                        "lastTransitionTime": rfc3339(),
+                    },
+                    {
+                        "type": "Established",
+                        "status": "True",
+                        "reason": "InitialNamesAccepted",
+                        "message": "the initial names have been accepted",
+                        "lastTransitionTime": rfc3339(),
+                    },
+                ],
+            }
             self.ctx.store.update("customresourcedefinitions", established)
 
 

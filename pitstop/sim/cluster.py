@@ -12,6 +12,8 @@ loop with `await start_async()`); every method here is safe to call from any thr
 from __future__ import annotations
 
 import asyncio
+import builtins
+import json
 import random
 import threading
 import time
@@ -235,11 +237,11 @@ class SimCluster:
         self._frontend = HttpFrontend(
             ctx, api, AdminRoutes(self._control), self.config.token, require_token=self.config.require_token
         )
-        self._runner = web.AppRunner(self._frontend.app(), access_log=None, handle_signals=False)
-        await self._runner.setup()
-        site = web.TCPSite(
-            self._runner, self.config.host, self.config.port, shutdown_timeout=1.0, reuse_address=True
+        self._runner = web.AppRunner(
+            self._frontend.app(), access_log=None, handle_signals=False, shutdown_timeout=1.0
         )
+        await self._runner.setup()
+        site = web.TCPSite(self._runner, self.config.host, self.config.port, reuse_address=True)
         await site.start()
         address = self._runner.addresses[0]
         self._port = int(address[1])
@@ -371,8 +373,10 @@ class SimCluster:
             if "/" in resource:
                 group, plural = resource.rsplit("/", 1)
                 return c.ctx.registry.lookup(group, plural)
-            matches = sorted((rt for rt in c.ctx.registry.all() if resource in (rt.plural, rt.singular, *rt.short_names)),
-                             key=lambda rt: (rt.group != "", rt.group))  # fmt: skip
+            matches = sorted(
+                (rt for rt in c.ctx.registry.all() if resource in (rt.plural, rt.singular, *rt.short_names)),
+                key=lambda rt: (rt.group != "", rt.group),
+            )
             if not matches:
                 raise KeyError(f"the rehearsal cluster does not serve {resource!r}")
             return matches[0]
@@ -383,8 +387,14 @@ class SimCluster:
         rt = self.resource(resource)
         return self.call(lambda c: c.ctx.store.get(rt.storage, namespace if rt.namespaced else None, name))
 
-    def list(self, resource: str, namespace: str | None = None, *, label_selector: str | None = None,
-             field_selector: str | None = None) -> list[Obj]:  # fmt: skip
+    def list(
+        self,
+        resource: str,
+        namespace: str | None = None,
+        *,
+        label_selector: str | None = None,
+        field_selector: str | None = None,
+    ) -> list[Obj]:
         rt = self.resource(resource)
         return self.call(
             lambda c: (
@@ -402,12 +412,18 @@ class SimCluster:
         self, resource: str, name: str, patch: Obj, namespace: str | None = None, *, status: bool = False
     ) -> Obj:
         """JSON merge patch (in-process, no faults applied)."""
-        import json
-
         rt = self.resource(resource)
         raw = json.dumps(patch).encode()
-        return self.call(lambda c: c.api.patch(rt, namespace, name, "application/merge-patch+json", raw,
-                                               subresource="status" if status else None))  # fmt: skip
+        return self.call(
+            lambda c: c.api.patch(
+                rt,
+                namespace,
+                name,
+                "application/merge-patch+json",
+                raw,
+                subresource="status" if status else None,
+            )
+        )
 
     def delete(self, resource: str, name: str, namespace: str | None = None) -> Obj:
         rt = self.resource(resource)
@@ -425,5 +441,5 @@ class SimCluster:
                 raise TimeoutError(f"timed out after {timeout}s waiting for {what}")
             time.sleep(0.05)
 
-    def node_names(self) -> list[str]:
+    def node_names(self) -> builtins.list[str]:
         return self.scenario.cluster.node_names()

@@ -13,6 +13,7 @@ from pitstop.sim.faults import FaultInjector
 from pitstop.sim.models import NodeProfile
 from pitstop.sim.resources import ResourceRegistry, ResourceType
 from pitstop.sim.scenario import Scenario
+from pitstop.sim.selectors import FieldTerm
 from pitstop.sim.store import ObjectStore
 
 Obj = dict[str, Any]
@@ -38,8 +39,6 @@ class SimContext:
         return self.registry.lookup(group, plural)
 
     def pods_on_node(self, node: str) -> list[Obj]:
-        from pitstop.sim.selectors import FieldTerm
-
         return self.store.list("pods", fields=[FieldTerm("spec.nodeName", True, node)]).items
 
     def domain_of(self, node: str) -> str:

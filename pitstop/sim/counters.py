@@ -180,7 +180,8 @@ class Recorder:
             self._append(name, "ready" if state[1] else "not_ready", *state)
 
     def note_reboot(self, name: str, node: Obj) -> None:
-        self._append(name, "reboot", node_is_unschedulable(node), node_is_ready(node))
+        """The node is going down now (the not_ready event follows)."""
+        self._append(name, "reboot", node_is_unschedulable(node), False)
 
     def _append(self, node: str, event: Any, unschedulable: bool, ready: bool) -> None:
         self.timeline.append(

@@ -8,8 +8,17 @@ from typing import Any
 Obj = dict[str, Any]
 
 
-def _crd(group: str, kind: str, plural: str, scope: str, *, short: list[str] | None = None,
-         columns: list[Obj] | None = None, version: str = "v1beta1", categories: list[str] | None = None) -> Obj:  # fmt: skip
+def _crd(
+    group: str,
+    kind: str,
+    plural: str,
+    scope: str,
+    *,
+    short: list[str] | None = None,
+    columns: list[Obj] | None = None,
+    version: str = "v1beta1",
+    categories: list[str] | None = None,
+) -> Obj:
     names: Obj = {"plural": plural, "singular": kind.lower(), "kind": kind, "listKind": f"{kind}List"}
     if short:
         names["shortNames"] = short
@@ -42,30 +51,120 @@ def _crd(group: str, kind: str, plural: str, scope: str, *, short: list[str] | N
 def kueue_crds() -> list[Obj]:
     group = "kueue.x-k8s.io"
     return [
-        _crd(group, "ClusterQueue", "clusterqueues", "Cluster", short=["cq"], categories=["kueue"], columns=[
-            {"name": "Cohort", "type": "string", "jsonPath": ".spec.cohort", "description": "Cohort that this ClusterQueue belongs to"},
-            {"name": "Strategy", "type": "string", "jsonPath": ".spec.queueingStrategy", "priority": 1, "description": "The queueing strategy used to prioritize workloads"},
-            {"name": "Pending Workloads", "type": "integer", "jsonPath": ".status.pendingWorkloads", "description": "Number of pending workloads"},
-            {"name": "Admitted Workloads", "type": "integer", "jsonPath": ".status.admittedWorkloads", "priority": 1, "description": "Number of admitted workloads that haven't finished yet"},
-        ]),
-        _crd(group, "LocalQueue", "localqueues", "Namespaced", short=["queue", "queues", "lq"], categories=["kueue"], columns=[
-            {"name": "ClusterQueue", "type": "string", "jsonPath": ".spec.clusterQueue", "description": "Backing ClusterQueue"},
-            {"name": "Pending Workloads", "type": "integer", "jsonPath": ".status.pendingWorkloads", "description": "Number of pending workloads"},
-            {"name": "Admitted Workloads", "type": "integer", "jsonPath": ".status.admittedWorkloads", "description": "Number of admitted workloads that haven't finished yet."},
-        ]),
-        _crd(group, "ResourceFlavor", "resourceflavors", "Cluster", short=["flavor", "flavors", "rf"], categories=["kueue"]),
-        _crd(group, "Workload", "workloads", "Namespaced", short=["wl"], categories=["kueue"], columns=[
-            {"name": "Queue", "type": "string", "jsonPath": ".spec.queueName", "description": "Name of the queue this workload was submitted to"},
-            {"name": "Reserved in", "type": "string", "jsonPath": ".status.admission.clusterQueue", "description": "Name of the ClusterQueue where the workload is reserving quota"},
-            {"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp", "description": "Time this workload was created"},
-        ]),
-    ]  # fmt: skip
+        _crd(
+            group,
+            "ClusterQueue",
+            "clusterqueues",
+            "Cluster",
+            short=["cq"],
+            categories=["kueue"],
+            columns=[
+                {
+                    "name": "Cohort",
+                    "type": "string",
+                    "jsonPath": ".spec.cohort",
+                    "description": "Cohort that this ClusterQueue belongs to",
+                },
+                {
+                    "name": "Strategy",
+                    "type": "string",
+                    "jsonPath": ".spec.queueingStrategy",
+                    "priority": 1,
+                    "description": "The queueing strategy used to prioritize workloads",
+                },
+                {
+                    "name": "Pending Workloads",
+                    "type": "integer",
+                    "jsonPath": ".status.pendingWorkloads",
+                    "description": "Number of pending workloads",
+                },
+                {
+                    "name": "Admitted Workloads",
+                    "type": "integer",
+                    "jsonPath": ".status.admittedWorkloads",
+                    "priority": 1,
+                    "description": "Number of admitted workloads that haven't finished yet",
+                },
+            ],
+        ),
+        _crd(
+            group,
+            "LocalQueue",
+            "localqueues",
+            "Namespaced",
+            short=["queue", "queues", "lq"],
+            categories=["kueue"],
+            columns=[
+                {
+                    "name": "ClusterQueue",
+                    "type": "string",
+                    "jsonPath": ".spec.clusterQueue",
+                    "description": "Backing ClusterQueue",
+                },
+                {
+                    "name": "Pending Workloads",
+                    "type": "integer",
+                    "jsonPath": ".status.pendingWorkloads",
+                    "description": "Number of pending workloads",
+                },
+                {
+                    "name": "Admitted Workloads",
+                    "type": "integer",
+                    "jsonPath": ".status.admittedWorkloads",
+                    "description": "Number of admitted workloads that haven't finished yet.",
+                },
+            ],
+        ),
+        _crd(
+            group,
+            "ResourceFlavor",
+            "resourceflavors",
+            "Cluster",
+            short=["flavor", "flavors", "rf"],
+            categories=["kueue"],
+        ),
+        _crd(
+            group,
+            "Workload",
+            "workloads",
+            "Namespaced",
+            short=["wl"],
+            categories=["kueue"],
+            columns=[
+                {
+                    "name": "Queue",
+                    "type": "string",
+                    "jsonPath": ".spec.queueName",
+                    "description": "Name of the queue this workload was submitted to",
+                },
+                {
+                    "name": "Reserved in",
+                    "type": "string",
+                    "jsonPath": ".status.admission.clusterQueue",
+                    "description": "Name of the ClusterQueue where the workload is reserving quota",
+                },
+                {
+                    "name": "Age",
+                    "type": "date",
+                    "jsonPath": ".metadata.creationTimestamp",
+                    "description": "Time this workload was created",
+                },
+            ],
+        ),
+    ]
 
 
 def gpu_operator_crds() -> list[Obj]:
     return [
-        _crd("nvidia.com", "ClusterPolicy", "clusterpolicies", "Cluster", version="v1", columns=[
-            {"name": "Status", "type": "string", "jsonPath": ".status.state"},
-            {"name": "Age", "type": "string", "jsonPath": ".metadata.creationTimestamp"},
-        ]),
-    ]  # fmt: skip
+        _crd(
+            "nvidia.com",
+            "ClusterPolicy",
+            "clusterpolicies",
+            "Cluster",
+            version="v1",
+            columns=[
+                {"name": "Status", "type": "string", "jsonPath": ".status.state"},
+                {"name": "Age", "type": "string", "jsonPath": ".metadata.creationTimestamp"},
+            ],
+        ),
+    ]

@@ -3,6 +3,7 @@ story: scheduling, evictions, node reboots. Kept to a bounded number, oldest dro
 
 from __future__ import annotations
 
+import contextlib
 from collections import deque
 from typing import Any
 
@@ -30,11 +31,12 @@ class EventRecorder:
         source: Obj = {"component": component}
         if host:
             source["host"] = host
-        event = {
+        name = f"{name_of(obj)}.{new_uid().replace('-', '')[:16]}"
+        event: Obj = {
             "apiVersion": "v1",
             "kind": "Event",
             "metadata": {
-                "name": f"{name_of(obj)}.{new_uid().replace('-', '')[:16]}",
+                "name": name,
                 "namespace": namespace,
                 "uid": new_uid(),
                 "creationTimestamp": stamp,
@@ -62,10 +64,8 @@ class EventRecorder:
             self._store.create("events", event)
         except ObjectExists:
             return
-        self._kept.append((namespace, event["metadata"]["name"]))
+        self._kept.append((namespace, name))
         while len(self._kept) > self._limit:
             old_ns, old_name = self._kept.popleft()
-            try:
+            with contextlib.suppress(ObjectMissing):
                 self._store.delete("events", old_ns, old_name)
-            except ObjectMissing:
-                pass

@@ -31,7 +31,7 @@ def _matches(fault: ApiErrorFault | LatencyFault, request: RequestInfo) -> bool:
         return False
     if fault.resource != "*" and fault.resource != request.resource:
         return False
-    if fault.subresource != request.subresource and not (fault.subresource == "*"):
+    if fault.subresource != request.subresource and fault.subresource != "*":
         return False
     if fault.namespace is not None and fault.namespace != request.namespace:
         return False

@@ -14,8 +14,9 @@ import logging
 from dataclasses import dataclass
 from typing import Any
 
-import yaml
 from aiohttp import web
+from ruamel.yaml import YAML
+from ruamel.yaml.error import YAMLError
 
 from pitstop.sim import openapi, tables
 from pitstop.sim.admin import AdminRoutes
@@ -73,8 +74,12 @@ def parse_path(path: str) -> ResourcePath | None:
 
 
 def _json(body: Any, status: int = 200, headers: dict[str, str] | None = None) -> web.Response:
-    return web.Response(body=encode(body) if not isinstance(body, bytes) else body, status=status,
-                        content_type="application/json", headers=headers)  # fmt: skip
+    return web.Response(
+        body=encode(body) if not isinstance(body, bytes) else body,
+        status=status,
+        content_type="application/json",
+        headers=headers,
+    )
 
 
 def _error(exc: ApiError) -> web.Response:
@@ -243,9 +248,9 @@ class HttpFrontend:
             )
         try:
             if "yaml" in content_type:
-                return yaml.safe_load(raw)
+                return YAML(typ="safe", pure=True).load(raw.decode())
             return json.loads(raw)
-        except (json.JSONDecodeError, yaml.YAMLError, UnicodeDecodeError) as exc:
+        except (json.JSONDecodeError, YAMLError, UnicodeDecodeError) as exc:
             raise bad_request(f"error decoding request body: {exc}") from None
 
     async def _serve(
@@ -266,8 +271,14 @@ class HttpFrontend:
                 return _json(api.get_scale(rt, ns or "default", p.name))
             obj = api.get(rt, ns, p.name)
             if _wants_table(request):
-                return _json(tables.table(rt, [obj], include_object=request.query.get("includeObject", "Metadata"),
-                                          list_meta={"resourceVersion": meta(obj).get("resourceVersion", "")}))  # fmt: skip
+                return _json(
+                    tables.table(
+                        rt,
+                        [obj],
+                        include_object=request.query.get("includeObject", "Metadata"),
+                        list_meta={"resourceVersion": meta(obj).get("resourceVersion", "")},
+                    )
+                )
             return _json(obj)
         dry_run = _dry_run(request)
         if verb == "create":
@@ -306,11 +317,22 @@ class HttpFrontend:
             return _json(api.delete(rt, ns, p.name, options, dry_run=dry_run))
         if verb == "deletecollection":
             options = await self._delete_options(request)
-            items = api.delete_collection(rt, ns, label_selector=request.query.get("labelSelector"),
-                                          field_selector=request.query.get("fieldSelector"), options=options,
-                                          dry_run=dry_run)  # fmt: skip
-            return _json({"kind": rt.list_kind, "apiVersion": rt.api_version,
-                          "metadata": {"resourceVersion": str(self.ctx.store.resource_version)}, "items": items})  # fmt: skip
+            items = api.delete_collection(
+                rt,
+                ns,
+                label_selector=request.query.get("labelSelector"),
+                field_selector=request.query.get("fieldSelector"),
+                options=options,
+                dry_run=dry_run,
+            )
+            return _json(
+                {
+                    "kind": rt.list_kind,
+                    "apiVersion": rt.api_version,
+                    "metadata": {"resourceVersion": str(self.ctx.store.resource_version)},
+                    "items": items,
+                }
+            )
         raise method_not_allowed()
 
     async def _delete_options(self, request: web.Request) -> Obj:
@@ -338,8 +360,12 @@ class HttpFrontend:
             list_meta["continue"] = page.continue_token
             list_meta["remainingItemCount"] = result.remaining
         if _wants_table(request):
-            body = tables.table(rt, result.items, include_object=request.query.get("includeObject", "Metadata"),
-                                list_meta=list_meta)  # fmt: skip
+            body = tables.table(
+                rt,
+                result.items,
+                include_object=request.query.get("includeObject", "Metadata"),
+                list_meta=list_meta,
+            )
             return _json(body)
         head = json.dumps(
             {"kind": rt.list_kind, "apiVersion": rt.api_version, "metadata": list_meta}, separators=(",", ":")

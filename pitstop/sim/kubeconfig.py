@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import io
 import os
 from pathlib import Path
 
-import yaml
+from ruamel.yaml import YAML
 
 DEFAULT_TOKEN = "pitstop-sim-token"
 DEFAULT_CONTEXT = "pitstop-sim"
@@ -34,7 +35,11 @@ def write_kubeconfig(
     target = Path(path).expanduser()
     target.parent.mkdir(parents=True, exist_ok=True)
     tmp = target.with_name(f".{target.name}.tmp")
-    tmp.write_text(yaml.safe_dump(kubeconfig(server, token, name), sort_keys=False), encoding="utf-8")
+    buffer = io.StringIO()
+    yaml = YAML(typ="safe", pure=True)
+    yaml.default_flow_style = False
+    yaml.dump(kubeconfig(server, token, name), buffer)
+    tmp.write_text(buffer.getvalue(), encoding="utf-8")
     os.chmod(tmp, 0o600)
     tmp.replace(target)
     return target

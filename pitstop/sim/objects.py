@@ -23,7 +23,7 @@ _NAME_CHARS = "bcdfghjklmnpqrstvwxz2456789"  # the apiserver's generateName alph
 
 
 def meta(obj: Mapping[str, Any]) -> Obj:
-    return obj.get("metadata") or {}  # type: ignore[no-any-return]
+    return obj.get("metadata") or {}
 
 
 def name_of(obj: Mapping[str, Any]) -> str:
@@ -35,11 +35,11 @@ def namespace_of(obj: Mapping[str, Any]) -> str | None:
 
 
 def labels_of(obj: Mapping[str, Any]) -> dict[str, str]:
-    return meta(obj).get("labels") or {}  # type: ignore[no-any-return]
+    return meta(obj).get("labels") or {}
 
 
 def annotations_of(obj: Mapping[str, Any]) -> dict[str, str]:
-    return meta(obj).get("annotations") or {}  # type: ignore[no-any-return]
+    return meta(obj).get("annotations") or {}
 
 
 def qualified_name(obj: Mapping[str, Any]) -> str:
@@ -66,10 +66,8 @@ def now() -> str:
 
 
 def controller_ref(obj: Mapping[str, Any]) -> Obj | None:
-    for ref in meta(obj).get("ownerReferences") or []:
-        if ref.get("controller"):
-            return ref  # type: ignore[no-any-return]
-    return None
+    refs: list[Obj] = meta(obj).get("ownerReferences") or []
+    return next((ref for ref in refs if ref.get("controller")), None)
 
 
 def owner_ref(owner: Mapping[str, Any], *, block: bool = True) -> Obj:
@@ -147,10 +145,8 @@ def uses_empty_dir(pod: Mapping[str, Any]) -> bool:
 
 
 def node_condition(node: Mapping[str, Any], kind: str) -> Obj | None:
-    for cond in (node.get("status") or {}).get("conditions") or []:
-        if cond.get("type") == kind:
-            return cond  # type: ignore[no-any-return]
-    return None
+    conditions: list[Obj] = (node.get("status") or {}).get("conditions") or []
+    return next((cond for cond in conditions if cond.get("type") == kind), None)
 
 
 def node_is_ready(node: Mapping[str, Any]) -> bool:
@@ -230,9 +226,10 @@ def _term_matches(term: Mapping[str, Any], labels: Mapping[str, str]) -> bool:
             if (op == "Gt" and not have > want) or (op == "Lt" and not have < want):
                 return False
     for expr in term.get("matchFields") or []:
-        if expr.get("key") == "metadata.name" and expr.get("operator") == "In":
-            if labels.get("kubernetes.io/hostname") not in (expr.get("values") or []):
-                return False
+        # metadata.name of the node, which its hostname label carries (DaemonSet pods pin this way).
+        pinned = expr.get("key") == "metadata.name" and expr.get("operator") == "In"
+        if pinned and labels.get("kubernetes.io/hostname") not in (expr.get("values") or []):
+            return False
     return True
 
 

@@ -25,14 +25,19 @@ def root(registry: ResourceRegistry) -> Obj:
     for group, version in sorted({(rt.group, rt.version) for rt in registry.all()}):
         doc = group_version(registry, group, version)
         digest = hashlib.sha256(json.dumps(doc, sort_keys=True).encode()).hexdigest()[:32].upper()
-        paths[_gv_path(group, version)] = {"serverRelativeURL": f"/openapi/v3/{_gv_path(group, version)}?hash={digest}"}
+        paths[_gv_path(group, version)] = {
+            "serverRelativeURL": f"/openapi/v3/{_gv_path(group, version)}?hash={digest}"
+        }
     return {"paths": paths}
 
 
 def _operation(rt: ResourceType, action: str) -> Obj:
     return {
         "operationId": f"{action}{rt.kind}",
-        "parameters": [{"name": name, "in": "query", "schema": {"type": "string", "uniqueItems": True}} for name in _QUERY_PARAMS],
+        "parameters": [
+            {"name": name, "in": "query", "schema": {"type": "string", "uniqueItems": True}}
+            for name in _QUERY_PARAMS
+        ],
         "responses": {"200": {"description": "OK"}},
         "x-kubernetes-action": action,
         "x-kubernetes-group-version-kind": {"group": rt.group, "version": rt.version, "kind": rt.kind},
@@ -47,5 +52,8 @@ def group_version(registry: ResourceRegistry, group: str, version: str) -> Obj |
     for rt in sorted(types, key=lambda t: t.plural):
         base = f"/{_gv_path(group, version)}/" + ("namespaces/{namespace}/" if rt.namespaced else "")
         paths[f"{base}{rt.plural}"] = {"post": _operation(rt, "post")}
-        paths[f"{base}{rt.plural}/{{name}}"] = {"put": _operation(rt, "put"), "patch": _operation(rt, "patch")}
+        paths[f"{base}{rt.plural}/{{name}}"] = {
+            "put": _operation(rt, "put"),
+            "patch": _operation(rt, "patch"),
+        }
     return {"openapi": "3.0.0", "info": {"title": "Kubernetes", "version": "v1.32.4"}, "paths": paths}

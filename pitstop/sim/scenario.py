@@ -6,6 +6,7 @@ for a misspelt key, the nearest valid one. See `runbooks/scenarios/*.yaml` for e
 
 from __future__ import annotations
 
+import re
 import types
 import typing
 from pathlib import Path
@@ -27,8 +28,6 @@ class ScenarioError(ValueError):
 
 
 def _dns_name(value: str) -> str:
-    import re
-
     if (
         not re.fullmatch(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*", value)
         or len(value) > 253
@@ -305,13 +304,11 @@ class Scenario(Strict):
             need_node(name, "faults.nodes_fail_validation")
         for name in self.faults.nodes_never_return:
             need_node(name, "faults.nodes_never_return")
-        for kind, items in (
-            ("deployments", self.workloads.deployments),
-            ("training_jobs", self.workloads.training_jobs),
-        ):
-            for index, item in enumerate(items):
-                for node in item.placement:
-                    need_node(node, f"workloads.{kind}[{index}].placement")
+        placements = [("deployments", i, d.placement) for i, d in enumerate(self.workloads.deployments)]
+        placements += [("training_jobs", i, t.placement) for i, t in enumerate(self.workloads.training_jobs)]
+        for kind, index, nodes_of_item in placements:
+            for node in nodes_of_item:
+                need_node(node, f"workloads.{kind}[{index}].placement")
         pdbs = {f"{d.namespace}/{d.name}" for d in self.workloads.deployments if d.pdb}
         pdbs |= {f"{t.namespace}/{t.name}" for t in self.workloads.training_jobs if t.pdb}
         for ref in self.faults.pdbs_never_allow:

@@ -28,7 +28,12 @@ from pitstop.sim.api import KubeApi
 from pitstop.sim.clock import rfc3339, rfc3339_micro
 from pitstop.sim.context import SimContext
 from pitstop.sim.controllers.kubelet import Kubelet, pod_ip, running_status
-from pitstop.sim.controllers.workloads import daemon_pod, pod_from_template, template_hash
+from pitstop.sim.controllers.workloads import (
+    DAEMONSET_TOLERATIONS,
+    daemon_pod,
+    pod_from_template,
+    template_hash,
+)
 from pitstop.sim.crds import gpu_operator_crds, kueue_crds
 from pitstop.sim.models import NodeProfile
 from pitstop.sim.objects import (
@@ -117,9 +122,13 @@ class Seeder:
         if scenario.cluster.kueue:
             namespaces.append("kueue-system")
         workloads = scenario.workloads
-        for ns in [*workloads.namespaces, *(d.namespace for d in workloads.deployments),
-                   *(t.namespace for t in workloads.training_jobs), *(d.namespace for d in workloads.daemonsets),
-                   *(q.namespace for cq in workloads.cluster_queues for q in cq.local_queues)]:  # fmt: skip
+        for ns in [
+            *workloads.namespaces,
+            *(d.namespace for d in workloads.deployments),
+            *(t.namespace for t in workloads.training_jobs),
+            *(d.namespace for d in workloads.daemonsets),
+            *(q.namespace for cq in workloads.cluster_queues for q in cq.local_queues),
+        ]:
             if ns not in namespaces:
                 namespaces.append(ns)
         for ns in namespaces:
@@ -261,10 +270,17 @@ class Seeder:
         node = self._create("", "nodes", None, body)
         self._free[profile.name] = {k: parse_quantity(v) for k, v in capacity.items()}
         lease = {
-            "metadata": {"name": profile.name, "namespace": "kube-node-lease", "ownerReferences": [
-                {**owner_ref(node, block=False), "controller": False}]},
-            "spec": {"holderIdentity": profile.name, "leaseDurationSeconds": 40, "renewTime": rfc3339_micro()},
-        }  # fmt: skip
+            "metadata": {
+                "name": profile.name,
+                "namespace": "kube-node-lease",
+                "ownerReferences": [{**owner_ref(node, block=False), "controller": False}],
+            },
+            "spec": {
+                "holderIdentity": profile.name,
+                "leaseDurationSeconds": 40,
+                "renewTime": rfc3339_micro(),
+            },
+        }
         self._create("coordination.k8s.io", "leases", "kube-node-lease", lease)
 
     # --- placement ----------------------------------------------------------------------------
@@ -322,12 +338,22 @@ class Seeder:
     # --- workloads ----------------------------------------------------------------------------
 
     def _gpu_operator(self) -> None:
-        self._create("nvidia.com", "clusterpolicies", None, {
-            "apiVersion": "nvidia.com/v1", "kind": "ClusterPolicy", "metadata": {"name": "cluster-policy"},
-            "spec": {"driver": {"enabled": True, "version": self.scenario.cluster.driver_version},
-                     "dcgmExporter": {"enabled": True}, "devicePlugin": {"enabled": True}},
-            "status": {"state": "ready"},
-        })  # fmt: skip
+        self._create(
+            "nvidia.com",
+            "clusterpolicies",
+            None,
+            {
+                "apiVersion": "nvidia.com/v1",
+                "kind": "ClusterPolicy",
+                "metadata": {"name": "cluster-policy"},
+                "spec": {
+                    "driver": {"enabled": True, "version": self.scenario.cluster.driver_version},
+                    "dcgmExporter": {"enabled": True},
+                    "devicePlugin": {"enabled": True},
+                },
+                "status": {"state": "ready"},
+            },
+        )
         for name, image in GPU_OPERATOR_DAEMONSETS:
             self._daemonset(name, GPU_OPERATOR_NAMESPACE, image, gpu_only=True, tolerate_gpu=True)
 
@@ -347,8 +373,6 @@ class Seeder:
             },
         }
         ds = self._create("apps", "daemonsets", namespace, body)
-        from pitstop.sim.controllers.workloads import DAEMONSET_TOLERATIONS
-
         tolerations = list(template_spec.get("tolerations") or []) + list(DAEMONSET_TOLERATIONS)
         for node in self._nodes:
             probe = {"spec": template_spec}
@@ -362,8 +386,13 @@ class Seeder:
             self._take(name_of(node), pod_requests(pod))
             self._running_pod(pod, name_of(node))
 
-    def _template(self, labels: dict[str, str], container: Obj, spec_extra: Obj | None = None,
-                  annotations: dict[str, str] | None = None) -> Obj:  # fmt: skip
+    def _template(
+        self,
+        labels: dict[str, str],
+        container: Obj,
+        spec_extra: Obj | None = None,
+        annotations: dict[str, str] | None = None,
+    ) -> Obj:
         template_meta: Obj = {"labels": labels}
         if annotations:
             template_meta["annotations"] = annotations
@@ -397,25 +426,46 @@ class Seeder:
             extra["volumes"] = [{"name": "scratch", "emptyDir": {}}]
             container["volumeMounts"] = [{"name": "scratch", "mountPath": "/scratch"}]
         template = self._template(labels, container, extra)
-        deploy = self._create("apps", "deployments", d.namespace, {
-            "metadata": {"name": d.name, "namespace": d.namespace, "labels": labels},
-            "spec": {"replicas": d.replicas, "selector": {"matchLabels": dict(labels)}, "template": template},
-        })  # fmt: skip
+        deploy = self._create(
+            "apps",
+            "deployments",
+            d.namespace,
+            {
+                "metadata": {"name": d.name, "namespace": d.namespace, "labels": labels},
+                "spec": {
+                    "replicas": d.replicas,
+                    "selector": {"matchLabels": dict(labels)},
+                    "template": template,
+                },
+            },
+        )
         pod_hash = template_hash(deploy["spec"]["template"])
         rs_template = {
             "metadata": {"labels": {**labels, "pod-template-hash": pod_hash}},
             "spec": deploy["spec"]["template"]["spec"],
         }
-        rs = self._create("apps", "replicasets", d.namespace, {
-            "metadata": {"name": f"{d.name}-{pod_hash}", "namespace": d.namespace,
-                         "labels": {**labels, "pod-template-hash": pod_hash},
-                         "annotations": {"deployment.kubernetes.io/desired-replicas": str(d.replicas),
-                                         "deployment.kubernetes.io/revision": "1"},
-                         "ownerReferences": [owner_ref(deploy)]},
-            "spec": {"replicas": d.replicas,
-                     "selector": {"matchLabels": {**labels, "pod-template-hash": pod_hash}},
-                     "template": rs_template},
-        })  # fmt: skip
+        rs = self._create(
+            "apps",
+            "replicasets",
+            d.namespace,
+            {
+                "metadata": {
+                    "name": f"{d.name}-{pod_hash}",
+                    "namespace": d.namespace,
+                    "labels": {**labels, "pod-template-hash": pod_hash},
+                    "annotations": {
+                        "deployment.kubernetes.io/desired-replicas": str(d.replicas),
+                        "deployment.kubernetes.io/revision": "1",
+                    },
+                    "ownerReferences": [owner_ref(deploy)],
+                },
+                "spec": {
+                    "replicas": d.replicas,
+                    "selector": {"matchLabels": {**labels, "pod-template-hash": pod_hash}},
+                    "template": rs_template,
+                },
+            },
+        )
         for index in range(d.replicas):
             pod = pod_from_template(rs, rs_template, f"{name_of(rs)}-{random_suffix(self.ctx.rng)}")
             pod["metadata"]["namespace"] = d.namespace
@@ -455,10 +505,20 @@ class Seeder:
         if t.queue:
             job_labels[KUEUE_QUEUE_LABEL] = t.queue
         body = {
-            "metadata": {"name": t.name, "namespace": t.namespace, "labels": job_labels, "annotations": dict(notes)},
-            "spec": {"parallelism": t.pods, "completions": t.pods, "completionMode": "Indexed", "backoffLimit": t.pods * 2,
-                     "template": template},
-        }  # fmt: skip
+            "metadata": {
+                "name": t.name,
+                "namespace": t.namespace,
+                "labels": job_labels,
+                "annotations": dict(notes),
+            },
+            "spec": {
+                "parallelism": t.pods,
+                "completions": t.pods,
+                "completionMode": "Indexed",
+                "backoffLimit": t.pods * 2,
+                "template": template,
+            },
+        }
         rt = self.ctx.rt("batch", "jobs")
         job = prepare_create(rt, body, t.namespace, self.ctx.rng)
         job["spec"]["suspend"] = False  # seeded gangs are already admitted and running
@@ -466,8 +526,12 @@ class Seeder:
         job = self.ctx.store.create(rt.storage, job)
         used: set[str] = set()
         for index in range(t.pods):
-            pod = pod_from_template(job, job["spec"]["template"], f"{t.name}-{index}-{random_suffix(self.ctx.rng)}",
-                                    {"batch.kubernetes.io/job-completion-index": str(index)})  # fmt: skip
+            pod = pod_from_template(
+                job,
+                job["spec"]["template"],
+                f"{t.name}-{index}-{random_suffix(self.ctx.rng)}",
+                {"batch.kubernetes.io/job-completion-index": str(index)},
+            )
             pod["metadata"].setdefault("annotations", {})["batch.kubernetes.io/job-completion-index"] = str(
                 index
             )
@@ -481,16 +545,50 @@ class Seeder:
     def _cluster_queue(self, name: str, policy: str, gpus: int | None, local: list[tuple[str, str]]) -> None:
         total = gpus if gpus is not None else sum(p.gpus for p in self.ctx.profiles.values())
         if self.ctx.store.get("kueue.x-k8s.io/resourceflavors", None, "default-flavor") is None:
-            self._create("kueue.x-k8s.io", "resourceflavors", None,
-                         {"apiVersion": "kueue.x-k8s.io/v1beta1", "kind": "ResourceFlavor", "metadata": {"name": "default-flavor"}})  # fmt: skip
-        self._create("kueue.x-k8s.io", "clusterqueues", None, {
-            "apiVersion": "kueue.x-k8s.io/v1beta1", "kind": "ClusterQueue", "metadata": {"name": name},
-            "spec": {"namespaceSelector": {}, "stopPolicy": policy, "resourceGroups": [{
-                "coveredResources": [GPU],
-                "flavors": [{"name": "default-flavor", "resources": [{"name": GPU, "nominalQuota": total}]}]}]},
-        })  # fmt: skip
+            self._create(
+                "kueue.x-k8s.io",
+                "resourceflavors",
+                None,
+                {
+                    "apiVersion": "kueue.x-k8s.io/v1beta1",
+                    "kind": "ResourceFlavor",
+                    "metadata": {"name": "default-flavor"},
+                },
+            )
+        self._create(
+            "kueue.x-k8s.io",
+            "clusterqueues",
+            None,
+            {
+                "apiVersion": "kueue.x-k8s.io/v1beta1",
+                "kind": "ClusterQueue",
+                "metadata": {"name": name},
+                "spec": {
+                    "namespaceSelector": {},
+                    "stopPolicy": policy,
+                    "resourceGroups": [
+                        {
+                            "coveredResources": [GPU],
+                            "flavors": [
+                                {
+                                    "name": "default-flavor",
+                                    "resources": [{"name": GPU, "nominalQuota": total}],
+                                }
+                            ],
+                        }
+                    ],
+                },
+            },
+        )
         for ns, queue in local:
-            self._create("kueue.x-k8s.io", "localqueues", ns, {
-                "apiVersion": "kueue.x-k8s.io/v1beta1", "kind": "LocalQueue",
-                "metadata": {"name": queue, "namespace": ns}, "spec": {"clusterQueue": name},
-            })  # fmt: skip
+            self._create(
+                "kueue.x-k8s.io",
+                "localqueues",
+                ns,
+                {
+                    "apiVersion": "kueue.x-k8s.io/v1beta1",
+                    "kind": "LocalQueue",
+                    "metadata": {"name": queue, "namespace": ns},
+                    "spec": {"clusterQueue": name},
+                },
+            )

@@ -107,17 +107,24 @@ def parse_field_selector(text: str | None, rt: ResourceType) -> list[FieldTerm]:
         term = raw.strip()
         if not term:
             continue
-        for op, equal in (("!=", False), ("==", True), ("=", True)):
-            index = term.find(op)
-            if index > 0:
-                path, value = term[:index].strip(), term[index + len(op) :].strip()
-                break
-        else:
+        parsed = _split_term(term)
+        if parsed is None:
             raise _field_error(rt, text, f"invalid selector: '{term}'; can't understand '{term}'")
+        path, equal, value = parsed
         if path not in allowed:
             raise _field_error(rt, text, f"field label not supported: {path}")
         terms.append(FieldTerm(path, equal, value.replace("\\,", ",").replace("\\=", "=")))
     return terms
+
+
+def _split_term(term: str) -> tuple[str, bool, str] | None:
+    """`path!=value` -> (path, False, value); the first operator in the term wins."""
+    found = [(term.find(op), op, equal) for op, equal in (("!=", False), ("==", True), ("=", True))]
+    found = [f for f in found if f[0] > 0]
+    if not found:
+        return None
+    index, op, equal = min(found, key=lambda f: (f[0], -len(f[1])))
+    return term[:index].strip(), equal, term[index + len(op) :].strip()
 
 
 def _split_unescaped(text: str) -> list[str]:

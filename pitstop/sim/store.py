@@ -13,6 +13,7 @@ used from the simulator's event loop thread only; other threads go through `SimC
 from __future__ import annotations
 
 import bisect
+import builtins
 import json
 from abc import ABC, abstractmethod
 from collections import deque
@@ -121,7 +122,7 @@ class ObjectStore(ABC):
     def by_uid(self, uid: str) -> tuple[str, Obj] | None: ...
 
     @abstractmethod
-    def dependents(self, owner_uid: str) -> list[tuple[str, Obj]]:
+    def dependents(self, owner_uid: str) -> builtins.list[tuple[str, Obj]]:
         """Objects whose ownerReferences name `owner_uid` (for garbage collection)."""
 
     @abstractmethod
@@ -136,7 +137,7 @@ class ObjectStore(ABC):
         """Call `listener` after every change; returns the unsubscribe function."""
 
     @abstractmethod
-    def history_since(self, rv: int) -> list[WatchEvent] | None:
+    def history_since(self, rv: int) -> builtins.list[WatchEvent] | None:
         """Events after `rv`, or None when they are no longer kept (the watch gets 410 Gone)."""
 
     @abstractmethod
@@ -227,7 +228,7 @@ class InMemoryStore(ObjectStore):
         return ListResult(items, out_keys, self._rv, next_key, remaining)
 
     def _candidates(
-        self, table: _Table, labels: list[Requirement], fields: list[FieldTerm]
+        self, table: _Table, labels: builtins.list[Requirement], fields: builtins.list[FieldTerm]
     ) -> set[str] | None:
         best: set[str] | None = None
         for key, value in equality_terms(labels):
@@ -298,7 +299,7 @@ class InMemoryStore(ObjectStore):
         obj = self._tables[storage].objects.get(key)
         return (storage, obj) if obj is not None else None
 
-    def dependents(self, owner_uid: str) -> list[tuple[str, Obj]]:
+    def dependents(self, owner_uid: str) -> builtins.list[tuple[str, Obj]]:
         out = []
         for storage, key in sorted(self._owned.get(owner_uid, ())):
             obj = self._tables[storage].objects.get(key)
@@ -324,7 +325,7 @@ class InMemoryStore(ObjectStore):
 
         return unsubscribe
 
-    def history_since(self, rv: int) -> list[WatchEvent] | None:
+    def history_since(self, rv: int) -> builtins.list[WatchEvent] | None:
         if rv < self._compacted:
             return None
         if not self._history or rv >= self._history[-1].rv:

@@ -105,10 +105,25 @@ NODE_COLUMNS: list[Column] = [
     ("Version", "string", 0, "Kubelet Version reported by the node."),
     ("Internal-IP", "string", 1, "List of addresses reachable to the node."),
     ("External-IP", "string", 1, "List of addresses reachable to the node."),
-    ("OS-Image", "string", 1, "OS Image reported by the node from /etc/os-release (e.g. Debian GNU/Linux 7 (wheezy))."),
-    ("Kernel-Version", "string", 1, "Kernel Version reported by the node from 'uname -r' (e.g. 3.16.0-0.bpo.4-amd64)."),
-    ("Container-Runtime", "string", 1, "ContainerRuntime Version reported by the node through runtime remote API (e.g. containerd://1.4.2)."),
-]  # fmt: skip
+    (
+        "OS-Image",
+        "string",
+        1,
+        "OS Image reported by the node from /etc/os-release (e.g. Debian GNU/Linux 7 (wheezy)).",
+    ),
+    (
+        "Kernel-Version",
+        "string",
+        1,
+        "Kernel Version reported by the node from 'uname -r' (e.g. 3.16.0-0.bpo.4-amd64).",
+    ),
+    (
+        "Container-Runtime",
+        "string",
+        1,
+        "ContainerRuntime Version reported by the node through runtime remote API (e.g. containerd://1.4.2).",
+    ),
+]
 
 
 # --- pods -----------------------------------------------------------------------------------
@@ -150,13 +165,33 @@ POD_COLUMNS: list[Column] = [
     NAME_COLUMN,
     ("Ready", "string", 0, "The aggregate readiness state of this pod for accepting traffic."),
     ("Status", "string", 0, "The aggregate status of the containers in this pod."),
-    ("Restarts", "string", 0, "The number of times the containers in this pod have been restarted and when the last container in this pod has restarted."),
+    (
+        "Restarts",
+        "string",
+        0,
+        "The number of times the containers in this pod have been restarted.",
+    ),
     AGE_COLUMN,
-    ("IP", "string", 1, "IP address allocated to the pod. Routable at least within the cluster. Empty if not yet allocated."),
+    (
+        "IP",
+        "string",
+        1,
+        "IP address allocated to the pod. Routable at least within the cluster. Empty if not yet allocated.",
+    ),
     ("Node", "string", 1, "NodeName is a request to schedule this pod onto a specific node."),
-    ("Nominated Node", "string", 1, "nominatedNodeName is set only when this pod preempts other pods on the node."),
-    ("Readiness Gates", "string", 1, "If specified, all readiness gates will be evaluated for pod readiness."),
-]  # fmt: skip
+    (
+        "Nominated Node",
+        "string",
+        1,
+        "nominatedNodeName is set only when this pod preempts other pods on the node.",
+    ),
+    (
+        "Readiness Gates",
+        "string",
+        1,
+        "If specified, all readiness gates will be evaluated for pod readiness.",
+    ),
+]
 
 
 # --- workloads --------------------------------------------------------------------------------
@@ -219,8 +254,13 @@ def _daemonset_row(obj: Obj, now: datetime) -> list[Any]:
 
 def _job_status(job: Obj) -> str:
     conditions = {c.get("type"): c.get("status") for c in (job.get("status") or {}).get("conditions") or []}
-    for kind, label in (("Complete", "Complete"), ("Failed", "Failed"), ("FailureTarget", "FailureTarget"),
-                        ("SuccessCriteriaMet", "SuccessCriteriaMet"), ("Suspended", "Suspended")):  # fmt: skip
+    for kind, label in (
+        ("Complete", "Complete"),
+        ("Failed", "Failed"),
+        ("FailureTarget", "FailureTarget"),
+        ("SuccessCriteriaMet", "SuccessCriteriaMet"),
+        ("Suspended", "Suspended"),
+    ):
         if conditions.get(kind) == "True":
             return label
     return "Running"
@@ -306,79 +346,170 @@ def _secret_row(obj: Obj, now: datetime) -> list[Any]:
 TABLES: dict[tuple[str, str], tuple[list[Column], Row]] = {
     ("", "nodes"): (NODE_COLUMNS, _node_row),
     ("", "pods"): (POD_COLUMNS, _pod_row),
-    ("", "namespaces"): ([NAME_COLUMN, ("Status", "string", 0, "The status of the namespace"), AGE_COLUMN], _namespace_row),
-    ("", "events"): ([
-        ("Last Seen", "string", 0, "Time when last event occurred"),
-        ("Type", "string", 0, "Type of event"),
-        ("Reason", "string", 0, "Reason for the transition into the object's current status"),
-        ("Object", "string", 0, "Object the event is about"),
-        ("Message", "string", 0, "A human-readable description of the status of this operation."),
-        ("Source", "string", 1, "The component reporting this event."),
-        ("Subobject", "string", 1, "The subobject of the involved object."),
-        ("First Seen", "string", 1, "Time when first event occurred"),
-        ("Count", "string", 1, "The number of times this event has occurred."),
-        ("Name", "string", 1, "Name must be unique within a namespace."),
-    ], _event_row),
-    ("", "configmaps"): ([NAME_COLUMN, ("Data", "string", 0, "Data contains the configuration data."), AGE_COLUMN], _data_row),
-    ("", "secrets"): ([NAME_COLUMN, ("Type", "string", 0, "The type of secret"), ("Data", "string", 0, "Data contains the secret data."), AGE_COLUMN], _secret_row),
-    ("apps", "deployments"): ([
-        NAME_COLUMN,
-        ("Ready", "string", 0, "Number of the pod with ready state"),
-        ("Up-to-date", "string", 0, "Total number of non-terminated pods targeted by this deployment that have the desired template spec."),
-        ("Available", "string", 0, "Total number of available pods (ready for at least minReadySeconds) targeted by this deployment."),
-        AGE_COLUMN,
-        ("Containers", "string", 1, "Names of each container in the template."),
-        ("Images", "string", 1, "Images referenced by each container in the template."),
-        ("Selector", "string", 1, "Label selector for pods. Existing ReplicaSets whose pods are selected by this will be the ones affected by this deployment."),
-    ], _deployment_row),
-    ("apps", "replicasets"): ([
-        NAME_COLUMN,
-        ("Desired", "integer", 0, "Replicas is the number of desired replicas."),
-        ("Current", "integer", 0, "Replicas is the most recently observed number of replicas."),
-        ("Ready", "integer", 0, "The number of ready replicas for this replica set."),
-        AGE_COLUMN,
-        ("Containers", "string", 1, "Names of each container in the template."),
-        ("Images", "string", 1, "Images referenced by each container in the template."),
-        ("Selector", "string", 1, "Selector is a label query over pods that should match the replica count."),
-    ], _replicaset_row),
-    ("apps", "daemonsets"): ([
-        NAME_COLUMN,
-        ("Desired", "integer", 0, "The total number of nodes that should be running the daemon pod."),
-        ("Current", "integer", 0, "The number of nodes that are running at least 1 daemon pod and are supposed to run the daemon pod."),
-        ("Ready", "integer", 0, "The number of nodes that should be running the daemon pod and have one or more of the daemon pod running and ready."),
-        ("Up-to-date", "integer", 0, "The total number of nodes that are running updated daemon pod"),
-        ("Available", "integer", 0, "The number of nodes that should be running the daemon pod and have one or more of the daemon pod running and available."),
-        ("Node Selector", "string", 0, "NodeSelector is a selector which must be true for the pod to fit on a node."),
-        AGE_COLUMN,
-        ("Containers", "string", 1, "Names of each container in the template."),
-        ("Images", "string", 1, "Images referenced by each container in the template."),
-        ("Selector", "string", 1, "A label query over pods that are managed by the daemon set."),
-    ], _daemonset_row),
-    ("batch", "jobs"): ([
-        NAME_COLUMN,
-        ("Status", "string", 0, "Status of the job."),
-        ("Completions", "string", 0, "The desired number of successfully finished pods the job should be run with."),
-        ("Duration", "string", 0, "Time required to complete the job."),
-        AGE_COLUMN,
-        ("Containers", "string", 1, "Names of each container in the template."),
-        ("Images", "string", 1, "Images referenced by each container in the template."),
-        ("Selector", "string", 1, "A label query over pods that should match the pod count."),
-    ], _job_row),
-    ("policy", "poddisruptionbudgets"): ([
-        NAME_COLUMN,
-        ("Min Available", "string", 0, "The minimum number of pods that must be available."),
-        ("Max Unavailable", "string", 0, "The maximum number of pods that may be unavailable."),
-        ("Allowed Disruptions", "integer", 0, "Calculated number of pods that may be disrupted at this time."),
-        AGE_COLUMN,
-    ], _pdb_row),
+    ("", "namespaces"): (
+        [NAME_COLUMN, ("Status", "string", 0, "The status of the namespace"), AGE_COLUMN],
+        _namespace_row,
+    ),
+    ("", "events"): (
+        [
+            ("Last Seen", "string", 0, "Time when last event occurred"),
+            ("Type", "string", 0, "Type of event"),
+            ("Reason", "string", 0, "Reason for the transition into the object's current status"),
+            ("Object", "string", 0, "Object the event is about"),
+            ("Message", "string", 0, "A human-readable description of the status of this operation."),
+            ("Source", "string", 1, "The component reporting this event."),
+            ("Subobject", "string", 1, "The subobject of the involved object."),
+            ("First Seen", "string", 1, "Time when first event occurred"),
+            ("Count", "string", 1, "The number of times this event has occurred."),
+            ("Name", "string", 1, "Name must be unique within a namespace."),
+        ],
+        _event_row,
+    ),
+    ("", "configmaps"): (
+        [NAME_COLUMN, ("Data", "string", 0, "Data contains the configuration data."), AGE_COLUMN],
+        _data_row,
+    ),
+    ("", "secrets"): (
+        [
+            NAME_COLUMN,
+            ("Type", "string", 0, "The type of secret"),
+            ("Data", "string", 0, "Data contains the secret data."),
+            AGE_COLUMN,
+        ],
+        _secret_row,
+    ),
+    ("apps", "deployments"): (
+        [
+            NAME_COLUMN,
+            ("Ready", "string", 0, "Number of the pod with ready state"),
+            (
+                "Up-to-date",
+                "string",
+                0,
+                "Non-terminated pods of this deployment that have the desired template spec.",
+            ),
+            (
+                "Available",
+                "string",
+                0,
+                "Available pods (ready for at least minReadySeconds) of this deployment.",
+            ),
+            AGE_COLUMN,
+            ("Containers", "string", 1, "Names of each container in the template."),
+            ("Images", "string", 1, "Images referenced by each container in the template."),
+            (
+                "Selector",
+                "string",
+                1,
+                "Label selector for pods.",
+            ),
+        ],
+        _deployment_row,
+    ),
+    ("apps", "replicasets"): (
+        [
+            NAME_COLUMN,
+            ("Desired", "integer", 0, "Replicas is the number of desired replicas."),
+            ("Current", "integer", 0, "Replicas is the most recently observed number of replicas."),
+            ("Ready", "integer", 0, "The number of ready replicas for this replica set."),
+            AGE_COLUMN,
+            ("Containers", "string", 1, "Names of each container in the template."),
+            ("Images", "string", 1, "Images referenced by each container in the template."),
+            (
+                "Selector",
+                "string",
+                1,
+                "Selector is a label query over pods that should match the replica count.",
+            ),
+        ],
+        _replicaset_row,
+    ),
+    ("apps", "daemonsets"): (
+        [
+            NAME_COLUMN,
+            ("Desired", "integer", 0, "The total number of nodes that should be running the daemon pod."),
+            (
+                "Current",
+                "integer",
+                0,
+                "Nodes running at least 1 daemon pod that are supposed to run it.",
+            ),
+            (
+                "Ready",
+                "integer",
+                0,
+                "Nodes that should run the daemon pod and have it running and ready.",
+            ),
+            ("Up-to-date", "integer", 0, "The total number of nodes that are running updated daemon pod"),
+            (
+                "Available",
+                "integer",
+                0,
+                "Nodes that should run the daemon pod and have it running and available.",
+            ),
+            (
+                "Node Selector",
+                "string",
+                0,
+                "NodeSelector is a selector which must be true for the pod to fit on a node.",
+            ),
+            AGE_COLUMN,
+            ("Containers", "string", 1, "Names of each container in the template."),
+            ("Images", "string", 1, "Images referenced by each container in the template."),
+            ("Selector", "string", 1, "A label query over pods that are managed by the daemon set."),
+        ],
+        _daemonset_row,
+    ),
+    ("batch", "jobs"): (
+        [
+            NAME_COLUMN,
+            ("Status", "string", 0, "Status of the job."),
+            (
+                "Completions",
+                "string",
+                0,
+                "The desired number of successfully finished pods the job should be run with.",
+            ),
+            ("Duration", "string", 0, "Time required to complete the job."),
+            AGE_COLUMN,
+            ("Containers", "string", 1, "Names of each container in the template."),
+            ("Images", "string", 1, "Images referenced by each container in the template."),
+            ("Selector", "string", 1, "A label query over pods that should match the pod count."),
+        ],
+        _job_row,
+    ),
+    ("policy", "poddisruptionbudgets"): (
+        [
+            NAME_COLUMN,
+            ("Min Available", "string", 0, "The minimum number of pods that must be available."),
+            ("Max Unavailable", "string", 0, "The maximum number of pods that may be unavailable."),
+            (
+                "Allowed Disruptions",
+                "integer",
+                0,
+                "Calculated number of pods that may be disrupted at this time.",
+            ),
+            AGE_COLUMN,
+        ],
+        _pdb_row,
+    ),
     ("apiextensions.k8s.io", "customresourcedefinitions"): (
-        [NAME_COLUMN, ("Created At", "date", 0, "")], _crd_row),
-    ("coordination.k8s.io", "leases"): ([NAME_COLUMN, ("Holder", "string", 0, "The holder of the lease."), AGE_COLUMN], _lease_row),
+        [NAME_COLUMN, ("Created At", "date", 0, "")],
+        _crd_row,
+    ),
+    ("coordination.k8s.io", "leases"): (
+        [NAME_COLUMN, ("Holder", "string", 0, "The holder of the lease."), AGE_COLUMN],
+        _lease_row,
+    ),
     ("admissionregistration.k8s.io", "validatingwebhookconfigurations"): (
-        [NAME_COLUMN, ("Webhooks", "integer", 0, "Number of webhooks."), AGE_COLUMN], _webhook_row),
+        [NAME_COLUMN, ("Webhooks", "integer", 0, "Number of webhooks."), AGE_COLUMN],
+        _webhook_row,
+    ),
     ("admissionregistration.k8s.io", "mutatingwebhookconfigurations"): (
-        [NAME_COLUMN, ("Webhooks", "integer", 0, "Number of webhooks."), AGE_COLUMN], _webhook_row),
-}  # fmt: skip
+        [NAME_COLUMN, ("Webhooks", "integer", 0, "Number of webhooks."), AGE_COLUMN],
+        _webhook_row,
+    ),
+}
 
 
 def _json_path(obj: Obj, path: str) -> Any:
@@ -434,8 +565,14 @@ def _row_object(obj: Obj, include: str) -> Obj | None:
     return {"kind": "PartialObjectMetadata", "apiVersion": "meta.k8s.io/v1", "metadata": metadata}
 
 
-def table(rt: ResourceType, items: list[Obj], *, include_object: str = "Metadata", list_meta: Obj | None = None,
-          include_columns: bool = True) -> Obj:  # fmt: skip
+def table(
+    rt: ResourceType,
+    items: list[Obj],
+    *,
+    include_object: str = "Metadata",
+    list_meta: Obj | None = None,
+    include_columns: bool = True,
+) -> Obj:
     columns, row = columns_for(rt)
     now = datetime.now(UTC)
     rows = []

@@ -28,13 +28,24 @@ LogProducer = Callable[[str, NodeProfile, Obj], ValidationOutcome]
 _PRODUCERS: dict[str, LogProducer] = {}
 
 DCGM_TESTS = (
-    ("Deployment", ("Denylist", "NVML Library", "CUDA Main Library", "Permissions and OS Blocks",
-                    "Persistence Mode", "Environment Variables", "Page Retirement/Row Remap",
-                    "Graphics Processes", "Inforom")),
+    (
+        "Deployment",
+        (
+            "Denylist",
+            "NVML Library",
+            "CUDA Main Library",
+            "Permissions and OS Blocks",
+            "Persistence Mode",
+            "Environment Variables",
+            "Page Retirement/Row Remap",
+            "Graphics Processes",
+            "Inforom",
+        ),
+    ),
     ("Integration", ("PCIe",)),
     ("Hardware", ("GPU Memory", "Diagnostic")),
     ("Stress", ("Targeted Stress", "Targeted Power", "Memory Bandwidth")),
-)  # fmt: skip
+)
 
 
 def register_log_producer(kind: str, producer: LogProducer) -> None:
@@ -89,14 +100,17 @@ def nccl(kind: str, profile: NodeProfile, pod: Obj) -> ValidationOutcome:
         "# Using devices",
     ]
     lines += [
-        f"#  Rank {i:2d} Group  0 Pid   {1000 + i} on {profile.name:>12} device  {i} [0x{i:02x}] {profile.gpu_product}"
+        f"#  Rank {i:2d} Group  0 Pid   {1000 + i} on {profile.name:>12} device  {i} [0x{i:02x}] "
+        f"{profile.gpu_product}"
         for i in range(max(1, profile.gpus))
     ]
     lines += [
         "#",
-        "#                                                              out-of-place                       in-place",
-        "#       size         count      type   redop    root     time   algbw   busbw #wrong     time   algbw   busbw #wrong",
-        "#        (B)    (elements)                               (us)  (GB/s)  (GB/s)            (us)  (GB/s)  (GB/s)",
+        "#" + " " * 62 + "out-of-place" + " " * 23 + "in-place",
+        "#       size         count      type   redop    root     time   algbw   busbw #wrong"
+        "     time   algbw   busbw #wrong",
+        "#        (B)    (elements)                               (us)  (GB/s)  (GB/s)"
+        "            (us)  (GB/s)  (GB/s)",
     ]
     size = 1 << 20
     while size <= 8 << 30:
@@ -117,7 +131,8 @@ def nccl(kind: str, profile: NodeProfile, pod: Obj) -> ValidationOutcome:
 
 def _generic(kind: str, profile: NodeProfile, pod: Obj) -> ValidationOutcome:
     ok = not profile.health.fails(kind)
-    log = f"validation {kind} on {profile.name} ({profile.gpu_product} x{profile.gpus}): {'PASS' if ok else 'FAIL'}\n"
+    verdict = "PASS" if ok else "FAIL"
+    log = f"validation {kind} on {profile.name} ({profile.gpu_product} x{profile.gpus}): {verdict}\n"
     if profile.health.xid_errors:
         log += "".join(
             f"NVRM: Xid (PCI:0000:{i:02x}:00): {xid}\n" for i, xid in enumerate(profile.health.xid_errors)

@@ -5,6 +5,7 @@ when it is older than the kept history), with bookmarks when the client allows t
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -90,8 +91,15 @@ class WatchRequest:
         metadata: Obj = {"resourceVersion": str(rv)}
         if initial_done:
             metadata["annotations"] = {"k8s.io/initial-events-end": "true"}
-        return encode({"type": "BOOKMARK", "object": {"kind": self.rt.kind, "apiVersion": self.rt.api_version,
-                                                      "metadata": metadata}}) + b"\n"  # fmt: skip
+        return (
+            encode(
+                {
+                    "type": "BOOKMARK",
+                    "object": {"kind": self.rt.kind, "apiVersion": self.rt.api_version, "metadata": metadata},
+                }
+            )
+            + b"\n"
+        )
 
 
 class WatchHub:
@@ -118,10 +126,8 @@ class WatchHub:
             response = web.StreamResponse(status=200, headers={"Content-Type": "application/json"})
             response.enable_chunked_encoding()
             await response.prepare(request)
-            try:
+            with contextlib.suppress(ConnectionResetError):  # the client stopped watching
                 await self._stream(response, watch, queue, backlog)
-            except ConnectionResetError:
-                pass  # the client stopped watching
             return response
         finally:
             unsubscribe()

@@ -3,6 +3,7 @@ propagation), and a Terminating namespace is emptied before it disappears."""
 
 from __future__ import annotations
 
+import contextlib
 from typing import Any
 
 from pitstop.sim.controllers.base import Controller
@@ -57,10 +58,8 @@ class GarbageCollector(Controller):
         if storage == "pods":
             self.manager.kubelet.terminate(obj)
             return
-        try:
+        with contextlib.suppress(ObjectMissing):
             self.ctx.store.delete(storage, meta(obj).get("namespace"), name_of(obj))
-        except ObjectMissing:
-            pass
 
     def _empty_namespace(self, ns: str) -> None:
         self._terminating.add(ns)
@@ -74,7 +73,5 @@ class GarbageCollector(Controller):
         if remaining:
             return
         self._terminating.discard(ns)
-        try:
+        with contextlib.suppress(ObjectMissing):
             self.ctx.store.delete("namespaces", None, ns)
-        except ObjectMissing:
-            pass

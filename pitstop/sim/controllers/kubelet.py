@@ -4,6 +4,7 @@ and answer checkpoint requests for workloads that speak the annotation protocol.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 from typing import Any
 
@@ -38,6 +39,10 @@ Obj = dict[str, Any]
 PodKey = tuple[str, str]
 
 
+def _digest(text: str) -> str:
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
 def pod_ip(node_index: int, pod_name: str) -> str:
     digest = int(hashlib.sha1(pod_name.encode()).hexdigest()[:4], 16)
     return f"10.{64 + (node_index // 256) % 64}.{node_index % 256}.{2 + digest % 250}"
@@ -59,7 +64,7 @@ def running_status(pod: Obj, host_ip: str, ip: str, *, restart: bool = False) ->
                 "name": name,
                 "image": image,
                 "imageID": f"{image.split(':')[0]}@sha256:{hashlib.sha256(image.encode()).hexdigest()}",
-                "containerID": f"containerd://{hashlib.sha256((meta(pod).get('uid', '') + name + str(restarts)).encode()).hexdigest()}",
+                "containerID": f"containerd://{_digest(meta(pod).get('uid', '') + name + str(restarts))}",
                 "ready": True,
                 "started": True,
                 "restartCount": restarts,
@@ -84,7 +89,7 @@ def running_status(pod: Obj, host_ip: str, ip: str, *, restart: bool = False) ->
 
 
 def not_ready_status(pod: Obj, reason: str = "NodeNotReady") -> Obj:
-    status = clone(pod.get("status") or {})
+    status: Obj = clone(pod.get("status") or {})
     stamp = rfc3339()
     for cond in status.get("conditions") or []:
         if cond.get("type") in ("Ready", "ContainersReady") and cond.get("status") != "False":
@@ -95,7 +100,7 @@ def not_ready_status(pod: Obj, reason: str = "NodeNotReady") -> Obj:
 
 
 def finished_status(pod: Obj, succeeded: bool) -> Obj:
-    status = clone(pod.get("status") or {})
+    status: Obj = clone(pod.get("status") or {})
     stamp = rfc3339()
     status["phase"] = "Succeeded" if succeeded else "Failed"
     for cond in status.get("conditions") or []:
@@ -329,10 +334,8 @@ class Kubelet(Controller):
             node = self.ctx.store.get("nodes", None, pod_node(current) or "")
             if node is not None and not node_is_ready(node):
                 return  # the kubelet is away; the pod stays Terminating until it returns
-            try:
+            with contextlib.suppress(ObjectMissing):
                 self.ctx.store.delete("pods", *key)
-            except ObjectMissing:
-                pass
 
         self.later(delay, remove)
 
@@ -342,10 +345,8 @@ class Kubelet(Controller):
             return
         grace = (pod.get("spec") or {}).get("terminationGracePeriodSeconds", 30)
         if not pod_node(pod) or pod_is_terminal(pod) or self.ctx.scenario.timing.pod_termination_seconds <= 0:
-            try:
+            with contextlib.suppress(ObjectMissing):
                 self.ctx.store.delete("pods", namespace_of(pod), name_of(pod))
-            except ObjectMissing:
-                pass
             return
         marked = clone(pod)
         marked["metadata"]["deletionTimestamp"] = rfc3339()

@@ -83,7 +83,11 @@ class KueueController(Controller):
             self._write_status(cq, *counts[name])
         for lq in self.ctx.store.list(LQ).items:
             admitted, waiting = local_counts.get((namespace_of(lq) or "", name_of(lq)), [0, 0])
-            status = {"admittedWorkloads": admitted, "reservingWorkloads": admitted, "pendingWorkloads": waiting}
+            status = {
+                "admittedWorkloads": admitted,
+                "reservingWorkloads": admitted,
+                "pendingWorkloads": waiting,
+            }
             if {k: (lq.get("status") or {}).get(k) for k in status} != status:
                 updated = clone(lq)
                 updated["status"] = {**(lq.get("status") or {}), **status}

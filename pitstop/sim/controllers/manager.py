@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from pitstop.sim.context import SimContext
@@ -52,7 +54,7 @@ class ControllerManager:
         ]
         self._event: asyncio.Event | None = None
         self._task: asyncio.Task[None] | None = None
-        self._unsubscribe = ctx.store.subscribe(self._observe)
+        self._unsubscribe: Callable[[], None] = lambda: None
 
     def _observe(self, event: WatchEvent) -> None:
         for controller in self.controllers:
@@ -64,9 +66,11 @@ class ControllerManager:
             self._event.set()
 
     def start(self) -> None:
-        """Start on the running loop, after a full resync."""
+        """Start on the running loop: watch the store from now on, after a full resync of what is there
+        (seeding happens before, without paying for every controller's observation)."""
         self._event = asyncio.Event()
         self.ctx.poke = self.wake
+        self._unsubscribe = self.ctx.store.subscribe(self._observe)
         for controller in self.controllers:
             controller.resync()
         self._task = asyncio.get_running_loop().create_task(self._run(), name="pitstop-sim-controllers")
@@ -77,10 +81,8 @@ class ControllerManager:
         self._unsubscribe()
         if self._task is not None:
             self._task.cancel()
-            try:
+            with contextlib.suppress(asyncio.CancelledError):
                 await self._task
-            except asyncio.CancelledError:
-                pass
 
     def run_once(self) -> bool:
         """One pass over all controllers; True when any had work."""

@@ -4,6 +4,7 @@ from nodes that stay NotReady, and node leases."""
 
 from __future__ import annotations
 
+import contextlib
 from typing import Any
 
 from pitstop.sim.annotations import (
@@ -54,7 +55,7 @@ def wanted_taints(node: Obj) -> list[Obj]:
 
 
 def apply_profile_to_node(node: Obj, profile: NodeProfile) -> Obj:
-    updated = clone(node)
+    updated: Obj = clone(node)
     labels = updated["metadata"].setdefault("labels", {})
     labels[DRIVER_VERSION_LABEL] = profile.driver_version
     labels[FIRMWARE_VERSION_LABEL] = profile.firmware_version
@@ -166,6 +167,7 @@ class NodeLifecycle(Controller):
             return
         self._rebooting.add(node_name)
         self.ctx.recorder.reboot(node_name)
+        self.ctx.recorder.note_reboot(node_name, node)
         down = clone(node)
         down["status"]["conditions"] = set_condition(
             down["status"].get("conditions") or [],
@@ -175,7 +177,6 @@ class NodeLifecycle(Controller):
             "Kubelet stopped posting node status.",
         )
         stored = self.ctx.store.update("nodes", down)
-        self.ctx.recorder.note_reboot(node_name, stored)
         self.events.record(
             stored,
             "Warning",
@@ -245,10 +246,8 @@ class NodeLifecycle(Controller):
             return
         renewed = clone(lease)
         renewed["spec"]["renewTime"] = rfc3339_micro()
-        try:
+        with contextlib.suppress(ObjectMissing):
             self.ctx.store.update("leases", renewed)
-        except ObjectMissing:
-            pass
 
 
 def apply_update(profile: NodeProfile, update: ProfileUpdate) -> None:

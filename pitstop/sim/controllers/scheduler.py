@@ -164,8 +164,12 @@ class Scheduler(Controller):
             same_owner = self._owners.get(name_of(node), Counter()).get(owner, 0) if owner else 0
             allocatable_gpu = node_allocatable(node).get(GPU, Decimal(0))
             used_gpu = allocatable_gpu - free.get(GPU, Decimal(0))
-            score = (same_owner, float(used_gpu / allocatable_gpu) if allocatable_gpu else 0.0,
-                     float(self._usage.get(name_of(node), {}).get("pods", 0)), name_of(node))  # fmt: skip
+            score = (
+                same_owner,
+                float(used_gpu / allocatable_gpu) if allocatable_gpu else 0.0,
+                float(self._usage.get(name_of(node), {}).get("pods", 0)),
+                name_of(node),
+            )
             if best is None or score < best:
                 best, chosen = score, node
         if chosen is None:
@@ -185,14 +189,18 @@ class Scheduler(Controller):
         self._waiting.pop(meta(pod).get("uid", ""), None)
         stored = self.ctx.store.update("pods", bound)
         self.events.record(
-            stored, "Normal", "Scheduled", f"Successfully assigned {namespace_of(pod)}/{name_of(pod)} to {node}",
+            stored,
+            "Normal",
+            "Scheduled",
+            f"Successfully assigned {namespace_of(pod)}/{name_of(pod)} to {node}",
             "default-scheduler",
-        )  # fmt: skip
+        )
 
     def _unschedulable(self, pod: Obj, total: int, reasons: Counter[str]) -> None:
         detail = ", ".join(f"{count} {reason}" for reason, count in sorted(reasons.items()))
         message = f"0/{total} nodes are available: {detail}." if detail else f"0/{total} nodes are available."
-        message += f" preemption: 0/{total} nodes are available: {total} No preemption victims found for incoming pod."
+        message += f" preemption: 0/{total} nodes are available: {total} No preemption victims found"
+        message += " for incoming pod."
         uid = meta(pod).get("uid", "")
         key = (namespace_of(pod) or "", name_of(pod))
         previous = self._waiting.get(uid)

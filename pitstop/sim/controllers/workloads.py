@@ -315,38 +315,73 @@ class DaemonSetController(_Owned):
 
     def __init__(self, *args: Any) -> None:
         super().__init__(*args)
-        self._all_nodes_dirty = False
+        self._dirty_nodes: set[str] = set()  # nodes whose labels or taints changed
         self._in_flight_nodes: dict[str, set[str]] = {}  # DaemonSet uid -> nodes getting a pod
 
     def observe(self, event: WatchEvent) -> None:
         if event.storage == "nodes":
             old = event.old or {}
-            if (
-                event.type != "MODIFIED"
-                or labels_of(old) != labels_of(event.obj)
-                or (old.get("spec") or {}).get("taints") != (event.obj.get("spec") or {}).get("taints")
-            ):
-                self._all_nodes_dirty = True
+            if event.type != "MODIFIED":
+                # A node came or went: every DaemonSet's desired count changes.
+                self.dirty.update(key_of(ds) for ds in self._daemonsets())
+            elif labels_of(old) != labels_of(event.obj) or (old.get("spec") or {}).get("taints") != (
+                event.obj.get("spec") or {}
+            ).get("taints"):
+                self._dirty_nodes.add(name_of(event.obj))
             return
         super().observe(event)
 
+    def _daemonsets(self) -> list[Obj]:
+        return self.ctx.store.list("daemonsets").items
+
     def pending(self) -> bool:
-        return bool(self.dirty) or self._all_nodes_dirty
+        return bool(self.dirty) or bool(self._dirty_nodes)
 
     def sync(self) -> None:
-        if self._all_nodes_dirty:
-            self._all_nodes_dirty = False
-            self.resync()
+        nodes, self._dirty_nodes = self._dirty_nodes, set()
+        if nodes:
+            for ds in self._daemonsets():
+                if not is_terminating(ds):
+                    self._converge_nodes(ds, nodes)
         super().sync()
 
-    def should_run(self, ds: Obj, node: Obj) -> bool:
+    def _converge_nodes(self, ds: Obj, names: set[str]) -> None:
+        """Only the changed nodes: add or remove this DaemonSet's pod where eligibility changed."""
+        uid = meta(ds).get("uid", "")
+        missing: list[str] = []
+        changed = False
+        for name in sorted(names):
+            node = self.ctx.store.get("nodes", None, name)
+            if node is None:
+                continue
+            mine = [
+                p
+                for p in self.ctx.pods_on_node(name)
+                if pod_is_active(p) and (controller_ref(p) or {}).get("uid") == uid
+            ]
+            if mine and not self.should_run(ds, node, existing=True):
+                for pod in mine:
+                    self.manager.kubelet.terminate(pod)
+                    changed = True
+            elif not mine and self.should_run(ds, node):
+                missing.append(name)
+        if missing:
+            self._create_on(ds, missing)
+        if missing or changed:
+            self.dirty.add(key_of(ds))
+
+    def should_run(self, ds: Obj, node: Obj, *, existing: bool = False) -> bool:
+        """Whether the DaemonSet wants a pod on `node`. An existing pod only has to tolerate the
+        node's NoExecute taints (a NoSchedule taint, e.g. unreachable during a reboot, keeps new
+        pods away but does not remove running ones)."""
         template_spec = ((ds.get("spec") or {}).get("template") or {}).get("spec") or {}
         probe = {"spec": template_spec}
         if not node_affinity_matches(probe, labels_of(node)):
             return False
         tolerations = list(template_spec.get("tolerations") or []) + list(DAEMONSET_TOLERATIONS)
         taints = (node.get("spec") or {}).get("taints") or []
-        return not untolerated(tolerations, taints, ("NoSchedule", "NoExecute"))
+        effects = ("NoExecute",) if existing else ("NoSchedule", "NoExecute")
+        return not untolerated(tolerations, taints, effects)
 
     def reconcile(self, ds: Obj) -> None:
         nodes = self.ctx.store.list("nodes").items
@@ -359,33 +394,17 @@ class DaemonSetController(_Owned):
         missing: list[str] = []
         for node in nodes:
             node_name = name_of(node)
-            if self.should_run(ds, node):
-                desired += 1
-                if not by_node.get(node_name):
-                    missing.append(node_name)
-            else:
-                for pod in by_node.get(node_name, []):
+            mine = by_node.get(node_name, [])
+            if mine and not self.should_run(ds, node, existing=True):
+                for pod in mine:
                     self.manager.kubelet.terminate(pod)
-        uid = meta(ds).get("uid", "")
-        in_flight = self._in_flight_nodes.setdefault(uid, set())
-        todo = [n for n in missing if n not in in_flight]
-        if todo:
-            in_flight.update(todo)
-            template = (ds.get("spec") or {}).get("template") or {}
-            key = key_of(ds)
-
-            def create() -> None:
-                in_flight.difference_update(todo)
-                current = self.ctx.store.get("daemonsets", *key)
-                if current is None or meta(current).get("uid") != uid:
-                    return
-                self.dirty.add(key)
-                existing = {pod_node(p) for p in self.owned_pods(current) if pod_is_active(p)}
-                for node_name in todo:
-                    if node_name not in existing:
-                        self.create_pod(current, daemon_pod(current, template, node_name, self.ctx.rng))
-
-            self.later(self.ctx.scenario.timing.recreate_delay_seconds, create)
+            elif mine:
+                desired += 1
+            elif self.should_run(ds, node):
+                desired += 1
+                missing.append(node_name)
+        if missing:
+            self._create_on(ds, missing)
         scheduled = [p for group in by_node.values() for p in group]
         ready = sum(1 for p in scheduled if pod_is_ready(p))
         status = {
@@ -400,6 +419,30 @@ class DaemonSetController(_Owned):
         if desired - ready > 0:
             status["numberUnavailable"] = desired - ready
         self.write_status(ds, status)
+
+    def _create_on(self, ds: Obj, nodes: list[str]) -> None:
+        """Create the DaemonSet's pod on `nodes` after the recreate delay (once per node)."""
+        uid = meta(ds).get("uid", "")
+        in_flight = self._in_flight_nodes.setdefault(uid, set())
+        todo = [n for n in nodes if n not in in_flight]
+        if not todo:
+            return
+        in_flight.update(todo)
+        template = (ds.get("spec") or {}).get("template") or {}
+        key = key_of(ds)
+
+        def create() -> None:
+            in_flight.difference_update(todo)
+            current = self.ctx.store.get("daemonsets", *key)
+            if current is None or meta(current).get("uid") != uid:
+                return
+            self.dirty.add(key)
+            existing = {pod_node(p) for p in self.owned_pods(current) if pod_is_active(p)}
+            for node_name in todo:
+                if node_name not in existing:
+                    self.create_pod(current, daemon_pod(current, template, node_name, self.ctx.rng))
+
+        self.later(self.ctx.scenario.timing.recreate_delay_seconds, create)
 
 
 def daemon_pod(ds: Obj, template: Obj, node: str, rng: Any) -> Obj:
@@ -520,8 +563,11 @@ class JobController(_Owned):
         want = min(parallelism, target - succeeded) - len(active) - self.in_flight(job)
         if want > 0:
             indexed = spec.get("completionMode") == "Indexed"
-            taken = {meta(p).get("annotations", {}).get("batch.kubernetes.io/job-completion-index") for p in pods
-                     if pod_is_active(p) or pod_phase(p) == "Succeeded"}  # fmt: skip
+            taken = {
+                meta(p).get("annotations", {}).get("batch.kubernetes.io/job-completion-index")
+                for p in pods
+                if pod_is_active(p) or pod_phase(p) == "Succeeded"
+            }
             free_indexes = [str(i) for i in range(target) if str(i) not in taken]
             template = spec.get("template") or {}
 
@@ -530,20 +576,23 @@ class JobController(_Owned):
                     if not free_indexes:
                         return None
                     index = free_indexes.pop(0)
-                    pod = pod_from_template(owner, template, f"{name_of(owner)}-{index}-{random_suffix(self.ctx.rng)}",
-                                            {"batch.kubernetes.io/job-completion-index": index})  # fmt: skip
+                    pod = pod_from_template(
+                        owner,
+                        template,
+                        f"{name_of(owner)}-{index}-{random_suffix(self.ctx.rng)}",
+                        {"batch.kubernetes.io/job-completion-index": index},
+                    )
                     pod["metadata"].setdefault("annotations", {})[
                         "batch.kubernetes.io/job-completion-index"
                     ] = index
                     return pod
                 return pod_from_template(owner, template, f"{name_of(owner)}-{random_suffix(self.ctx.rng)}")
 
-            delay_free = not pods
-            if delay_free:
+            if not pods:  # the Job's first pods start at once; replacements wait the recreate delay
                 for _ in range(want):
-                    pod = build(job)
-                    if pod is not None:
-                        self.create_pod(job, pod)
+                    first = build(job)
+                    if first is not None:
+                        self.create_pod(job, first)
             else:
                 self.create_pods_later(job, want, build)
         status["active"] = len(active)
