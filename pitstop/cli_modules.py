@@ -20,9 +20,9 @@ def modules(name: Annotated[str | None, typer.Argument(help="Module to describe.
         table.add_column("check mode")
         table.add_column("runs")
         table.add_column("summary")
-        for spec in all_modules():
-            runs = "in the workflow" if spec.pure else "activity"
-            table.add_row(spec.name, "yes" if spec.supports_check_mode else "no", runs, spec.summary)
+        for each in all_modules():
+            runs = "in the workflow" if each.pure else "activity"
+            table.add_row(each.name, "yes" if each.supports_check_mode else "no", runs, each.summary)
         console.print(table)
         return
     spec = get_module(name)
