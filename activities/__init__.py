@@ -10,7 +10,21 @@ from collections.abc import Callable
 from typing import Any
 
 from activities.baseline import BASELINE_ACTIVITIES
+from activities.etcd import ETCD_ACTIVITIES
+from activities.kube import KUBE_ACTIVITIES
+from activities.notify import NOTIFY_ACTIVITIES
 from activities.plan import load_plan
+from activities.records import RECORDS_ACTIVITIES
 from activities.ssh import SSH_ACTIVITIES
+from activities.storage import STORAGE_ACTIVITIES
 
-ACTIVITIES: list[Callable[..., Any]] = [load_plan, *SSH_ACTIVITIES, *BASELINE_ACTIVITIES]
+ACTIVITIES: list[Callable[..., Any]] = [
+    load_plan,
+    *SSH_ACTIVITIES,
+    *BASELINE_ACTIVITIES,
+    *ETCD_ACTIVITIES,
+    *STORAGE_ACTIVITIES,
+    *RECORDS_ACTIVITIES,
+    *NOTIFY_ACTIVITIES,
+    *KUBE_ACTIVITIES,
+]

@@ -7,6 +7,7 @@ variables, gates and module settings.
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import json
 import os
@@ -19,6 +20,7 @@ from typing import Any
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
+from activities.kube.inventory import ClusterUnreachable, resolve_dynamic_groups
 from pitstop.approvals import GateRule
 from pitstop.contracts import ModuleExec, Plan, PlanHashes, PlannedStage, RetryExec, RunRequest
 from pitstop.modules import get_module
@@ -32,6 +34,7 @@ from pitstop.runbook import (
     load_runbook,
     render,
 )
+from pitstop.slack.config import run_default_channel
 
 LOCALHOST = "localhost"
 
@@ -42,10 +45,16 @@ def runbook_dir() -> Path:
 
 @activity.defn(name="plan.load")
 async def load_plan(request: RunRequest) -> Plan:
+    queue = activity.info().task_queue
     try:
-        return build_plan(request, default_queue=activity.info().task_queue)
+        # In a thread: dynamic inventory groups list the cluster's nodes with a blocking client.
+        plan = await asyncio.to_thread(build_plan, request, queue)
+    except ClusterUnreachable as exc:
+        raise ApplicationError(str(exc), type="PreconditionFailed", non_retryable=True) from None
     except (RunbookError, PatternError, TemplateError, ValueError) as exc:
         raise ApplicationError(str(exc), type="InvalidArgs", non_retryable=True) from None
+    # Read here, once, so that the run's Slack channel is in history, not in a replay's env.
+    return plan.model_copy(update={"slack_channel": run_default_channel()})
 
 
 def build_plan(
@@ -53,7 +62,7 @@ def build_plan(
 ) -> Plan:
     with _sources(request) as (base, shown):
         try:
-            inventory = inventory_override or _inventory(request, base)
+            inventory = resolve_dynamic_groups(inventory_override or _inventory(request, base))
             runbook = load_runbook(base / request.runbook, inventory)
             if shown:
                 runbook = Runbook.model_validate(_strip_prefix(runbook.model_dump(), shown))

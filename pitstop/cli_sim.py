@@ -1,4 +1,5 @@
-"""`pitstop sim serve`: run a rehearsal cluster on loopback and write its kubeconfig."""
+"""`pitstop sim serve`: run a rehearsal cluster on loopback and write its kubeconfig (and, with
+SSH endpoints, known_hosts, the client key and an inventory of the nodes next to it)."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ from rich.console import Console
 
 from pitstop.sim.cluster import SimCluster, SimConfig
 from pitstop.sim.scenario import Scenario, ScenarioError, load_scenario
+from pitstop.sim.ssh.server import SshStartError
 
 sim_app = typer.Typer(
     help="The rehearsal cluster: a simulated GPU Kubernetes cluster for kubectl and pitstop.",
@@ -57,6 +59,17 @@ def serve(
         Path | None,
         typer.Option(help="Where to write the kubeconfig (default: $PITSTOP_HOME/sim/kubeconfig)."),
     ] = None,
+    ssh: Annotated[
+        bool,
+        typer.Option(
+            "--ssh/--no-ssh",
+            help=(
+                "An SSH endpoint per node; writes known_hosts, secrets/ and inventory.yaml next to "
+                "the kubeconfig."
+            ),
+        ),
+    ] = True,
+    ssh_user: Annotated[str, typer.Option(help="The user the nodes' SSH endpoints let in.")] = "ops",
 ) -> None:
     """Serve the Kubernetes API of a simulated GPU cluster until interrupted."""
     try:
@@ -69,6 +82,8 @@ def serve(
             time_scale=time_scale,
             port=port,
             kubeconfig=kubeconfig or _default_kubeconfig(),
+            ssh=ssh,
+            ssh_user=ssh_user,
         )
         cluster = SimCluster(config)
     except ScenarioError as exc:
@@ -84,6 +99,9 @@ def serve(
     except ScenarioError as exc:
         err_console.print(f"[red]invalid scenario:[/] {exc}", highlight=False)
         raise typer.Exit(2) from None
+    except SshStartError as exc:
+        err_console.print(f"[red]cannot start the SSH endpoints:[/] {exc}", highlight=False)
+        raise typer.Exit(1) from None
     except OSError as exc:
         err_console.print(f"[red]cannot serve on 127.0.0.1:{port}:[/] {exc.strerror or exc}", highlight=False)
         raise typer.Exit(1) from None
@@ -99,7 +117,8 @@ async def _serve(cluster: SimCluster) -> None:
         f"  kubeconfig: {cluster.kubeconfig_path}\n"
         f"  try: kubectl --kubeconfig {cluster.kubeconfig_path} get nodes -o wide\n"
         f"  admin: {url}/_sim/counters, {url}/_sim/timeline\n"
-        "Press Ctrl+C to stop.",
+        + _ssh_summary(cluster)
+        + "Press Ctrl+C to stop.",
         highlight=False,
     )
     loop = asyncio.get_running_loop()
@@ -116,6 +135,21 @@ async def _serve(cluster: SimCluster) -> None:
     finally:
         await cluster.stop_async()
         console.print("rehearsal cluster stopped")
+
+
+def _ssh_summary(cluster: SimCluster) -> str:
+    if not cluster.config.ssh:
+        return ""
+    nodes = cluster.node_names()
+    shown = nodes if len(nodes) <= 16 else nodes[:3]
+    ports = ", ".join(f"{n} {cluster.config.host}:{cluster.ssh_port(n)}" for n in shown)
+    more = f", ... ({len(nodes) - len(shown)} more in the inventory)" if len(shown) < len(nodes) else ""
+    return (
+        f"  ssh ({cluster.config.ssh_user}): {ports}{more}\n"
+        f"  inventory: {cluster.inventory_path}\n"
+        f"  known_hosts: {cluster.known_hosts_path}\n"
+        f"  the worker needs the key: export PITSTOP_SECRETS_DIR={cluster.ssh_secrets_dir}\n"
+    )
 
 
 def main() -> None:

@@ -16,6 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 from pitstop.approvals import Decision, GateRule, GateState, VoteRecord
 from pitstop.runbook.inventory import ClusterConfig
 from pitstop.runbook.models import Runbook, Task
+from pitstop.slack.contracts import SlackRunState
 
 __all__ = [
     "Decision",
@@ -147,6 +148,9 @@ class Plan(BaseModel):
     tags: list[str] = Field(default_factory=list)
     skip_tags: list[str] = Field(default_factory=list)
     hashes: PlanHashes
+    # The worker's SLACK_DEFAULT_CHANNEL when it planned the run: where the run's thread and
+    # gates without their own `slack_channel` post (None: only such gates post).
+    slack_channel: str | None = None
 
 
 class ModuleCall(BaseModel):
@@ -287,6 +291,8 @@ class RunStatus(BaseModel):
     gates: list[GateState] = Field(default_factory=list)
     rollback_reason: str | None = None
     plan_hash: str | None = None
+    # Things that went wrong beside the run (a Slack message that could not be posted).
+    notices: list[str] = Field(default_factory=list)
 
 
 class StageReport(BaseModel):
@@ -314,6 +320,7 @@ class RunReport(BaseModel):
     rollback_reason: str | None = None
     run_rollback: list[HostResult] = Field(default_factory=list)
     msg: str = ""
+    notices: list[str] = Field(default_factory=list)
 
 
 class HostGateRequest(BaseModel):
@@ -371,6 +378,8 @@ class RunProgress(BaseModel):
     # Operator requests that outlive one execution (carried across continue-as-new).
     paused: bool = False
     skip_requests: list[str] = Field(default_factory=list)
+    slack: SlackRunState = Field(default_factory=SlackRunState)
+    notices: list[str] = Field(default_factory=list)
 
 
 RunRequest.model_rebuild()

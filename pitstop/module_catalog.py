@@ -1,6 +1,6 @@
 """The catalogue of shipped modules: importing it registers each exactly once."""
 
 from pitstop import core_modules
-from pitstop.module_args import baseline, kube, ssh
+from pitstop.module_args import baseline, etcd, kube, notify, records, ssh, storage
 
-__all__ = ["baseline", "core_modules", "kube", "ssh"]
+__all__ = ["baseline", "core_modules", "etcd", "kube", "notify", "records", "ssh", "storage"]

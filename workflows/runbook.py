@@ -47,8 +47,11 @@ with workflow.unsafe.imports_passed_through():
     )
     from pitstop.runbook.models import Stage, Task
     from pitstop.runbook.templating import TemplateError, evaluate_bool
+    from pitstop.slack.blocks import escape
+    from pitstop.slack.contracts import SlackRunState
     from workflows import gates as gate_rules
     from workflows.host import HostWorkflow
+    from workflows.notifier import SlackNotifier
     from workflows.rollout import (
         RolloutLimits,
         RolloutState,
@@ -107,6 +110,8 @@ class RunbookWorkflow:
         self._background: set[asyncio.Task[None]] = set()
         self._run_once_waiters: dict[str, list[str]] = {}
         self._indexed: dict[str, str] = {}
+        # Set once the plan is known (it decides whether and where the run posts to Slack).
+        self.slack: SlackNotifier | None = None
 
     # --- Update, Signals, Query --------------------------------------------------------
     @workflow.update
@@ -241,7 +246,13 @@ class RunbookWorkflow:
             gates=list(progress.gates.values()) if progress else [],
             rollback_reason=progress.rollback_reason if progress else None,
             plan_hash=progress.plan.hashes.content if progress else None,
+            notices=list(progress.notices) if progress else [],
         )
+
+    @workflow.query
+    def slack_thread(self) -> SlackRunState:
+        """The run's Slack side: `notify.slack` with `thread: run` replies under its first message."""
+        return self.progress.slack if self.progress is not None else SlackRunState()
 
     # --- the run -----------------------------------------------------------------------
     @workflow.run
@@ -260,11 +271,17 @@ class RunbookWorkflow:
             )
         progress = self.progress
         self._set_status("running")
+        self.slack = SlackNotifier(
+            progress, request.requested_by, lambda: self._current_stage_name() or "run"
+        )
+        await self.slack.start()
         while True:
             try:
                 await self._run_stages()
                 break
             except _ContinueAsNew:
+                # Messages due now go out from this execution; the next one follows on.
+                await self.slack.stop()
                 await workflow.wait_condition(workflow.all_handlers_finished)
                 if self.abort_reason is None and self.rollback_request is None:
                     progress.executions += 1
@@ -273,12 +290,14 @@ class RunbookWorkflow:
                     workflow.continue_as_new(request.model_copy(update={"state": progress}))
                 # An abort or rollback arrived while handlers finished: this execution
                 # handles it (the stage loop stops before it would continue as new again).
+                await self.slack.start()
         return await self._finish()
 
     async def _run_stages(self) -> None:
         progress = self._p()
         while progress.stage_index < len(progress.plan.stages):
             outcome = await self._run_stage(progress.stage_index)
+            self._say_stage(progress.stage_index)
             if outcome != "ok":
                 return
             progress.stage_index += 1
@@ -403,6 +422,18 @@ class RunbookWorkflow:
         if msg:
             self.msg = msg
         return "stopped"
+
+    def _say(self, text: str, broadcast: bool = False) -> None:
+        if self.slack is not None:
+            self.slack.say(text, broadcast)
+
+    def _say_stage(self, index: int) -> None:
+        status = self._p().statuses[index]
+        counts: dict[str, int] = {}
+        for value in status.hosts.values():
+            counts[value] = counts.get(value, 0) + 1
+        summary = ", ".join(f"{n} {state}" for state, n in sorted(counts.items())) or "no hosts"
+        self._say(f"Stage *{escape(status.name)}*: {status.status} ({summary})")
 
     # --- hosts -------------------------------------------------------------------------
     async def _run_hosts(self, index: int, stage: Stage) -> DriveOutcome:
@@ -769,6 +800,7 @@ class RunbookWorkflow:
         progress.statuses[index].rollback_reason = reason
         progress.reports[index].rollback_reason = reason
         self._set_status("rolling_back")
+        self._say(f":rewind: Rolling back: {escape(reason)}", broadcast=True)
         failures: list[str] = []
         for i in range(index, -1, -1):
             if self.abort_reason is not None:
@@ -996,6 +1028,11 @@ class RunbookWorkflow:
         for gate_id, gate in list(progress.gates.items()):
             progress.gates[gate_id] = gate_rules.close_on_run_end(gate, now, f"run ended ({final})")
         self._set_status(final)
+        if self.slack is not None:
+            ending = f"Run ended: *{final}*" + (f": {escape(self.msg)}" if self.msg else "")
+            self._say(ending, broadcast=final != "succeeded")
+            # Closed gates' messages lose their buttons before the run's result is final.
+            await self.slack.stop()
         return RunReport(
             run_id=workflow.info().workflow_id,
             runbook=progress.plan.runbook.name,
@@ -1010,4 +1047,5 @@ class RunbookWorkflow:
             rollback_reason=progress.rollback_reason,
             run_rollback=run_rollback,
             msg=self.msg,
+            notices=list(progress.notices),
         )

@@ -1,12 +1,22 @@
-"""Args of the `kube.*` modules (Kubernetes API)."""
+"""Args of the `kube.*` modules (Kubernetes API).
+
+Every module talks to the cluster of the inventory's `cluster:` block (kubeconfig + context,
+or in-cluster) with the official `kubernetes` client. The node a module acts on is its `node`
+argument, else the host's `node_name` var, else the host's inventory name. Annotations and
+labels pitstop writes are listed in `pitstop.kube.annotations`.
+"""
 
 from __future__ import annotations
 
 from datetime import timedelta
+from typing import Any, Literal
 
-from pydantic import Field
+from pydantic import Field, field_validator
 
+from pitstop.kube.selectors import check_selector
 from pitstop.modules import ModuleArgs, ModuleSpec, RetryDefaults, register
+
+LONG_WAIT_HEARTBEAT = timedelta(seconds=60)
 
 
 class NodeArgs(ModuleArgs):
@@ -15,56 +25,338 @@ class NodeArgs(ModuleArgs):
     )
 
 
+class _PodSelector(ModuleArgs):
+    pod_selector: str | None = Field(
+        default=None, description="Label selector (`app=web,tier in (a,b)`) limiting the pods acted on."
+    )
+
+    @field_validator("pod_selector")
+    @classmethod
+    def _selector_parses(cls, value: str | None) -> str | None:
+        return check_selector(value)
+
+
+class _Wait(ModuleArgs):
+    timeout_seconds: float = Field(
+        default=3600, gt=0, description="Give up after this long (the task's `timeout` also bounds it)."
+    )
+    poll_interval_seconds: float = Field(default=5.0, gt=0, description="How often to look again.")
+
+
+# --- node state -------------------------------------------------------------------------------
+
+
 class CordonArgs(NodeArgs):
-    reason: str | None = Field(default=None, description="Recorded on the node as an annotation.")
+    """Mark the node unschedulable. Before changing it, records on the node who cordoned it
+    (`pitstop.dev/cordoned-by: <run id>`) and whether it was already unschedulable
+    (`pitstop.dev/was-unschedulable: "true"|"false"`), so `kube.uncordon` restores exactly that."""
 
-
-class UncordonArgs(NodeArgs):
-    force: bool = Field(
-        default=False,
-        description="Uncordon even if the node was cordoned before pitstop cordoned it.",
+    reason: str | None = Field(
+        default=None, description="Why; recorded as the `pitstop.dev/cordon-reason` annotation."
     )
 
 
-class DrainArgs(NodeArgs):
-    grace_period_seconds: int | None = Field(default=None, ge=0, description="Pod termination grace.")
+class UncordonArgs(NodeArgs):
+    """Restore the schedulability recorded by `kube.cordon` and remove pitstop's annotations.
+    A node that was unschedulable before pitstop cordoned it, that pitstop never cordoned, or
+    that is annotated `pitstop.dev/maintenance-failed` stays cordoned (reported, not failed)."""
+
+    force: bool = Field(
+        default=False,
+        description="Make the node schedulable whatever was recorded (a human decided).",
+    )
+
+
+TaintEffect = Literal["NoSchedule", "PreferNoSchedule", "NoExecute"]
+
+
+class TaintArgs(NodeArgs):
+    """Add (or update the value of) a taint. NoSchedule by default: it keeps new pods away and
+    leaves running ones alone; NoExecute evicts running pods (training jobs included) without
+    PDBs or checkpoints, so it is refused unless `allow_noexecute: true`."""
+
+    key: str = Field(description="Taint key, e.g. `pitstop.dev/maintenance`.", min_length=1)
+    value: str | None = Field(default=None, description="Taint value.")
+    effect: TaintEffect = Field(
+        default="NoSchedule", description="NoSchedule, PreferNoSchedule or NoExecute."
+    )
+    allow_noexecute: bool = Field(
+        default=False, description="Allow effect NoExecute, which evicts running pods at once."
+    )
+
+
+class UntaintArgs(NodeArgs):
+    key: str = Field(description="Taint key to remove.", min_length=1)
+    effect: TaintEffect | None = Field(default=None, description="Only this effect (default: any).")
+
+
+class AnnotateArgs(NodeArgs):
+    """Set or remove node annotations, e.g. `pitstop.dev/maintenance-failed: <reason>` on a node
+    left cordoned after a failed maintenance."""
+
+    annotations: dict[str, str | None] = Field(
+        min_length=1, description="Annotations to set; a null value removes the annotation."
+    )
+
+
+class WaitNodeReadyArgs(NodeArgs, _Wait):
+    timeout_seconds: float = Field(default=900, gt=0, description="Give up after this long.")
+    allow_not_ready_taints: bool = Field(
+        default=False,
+        description="Accept Ready=True while the not-ready/unreachable taints are still on the node.",
+    )
+
+
+# --- drain and workloads ----------------------------------------------------------------------
+
+
+class DrainArgs(NodeArgs, _PodSelector):
+    """Evict the node's pods through the Eviction API (policy/v1), as `kubectl drain` does.
+
+    The node must be cordoned first (`kube.cordon`). A 429 from a PodDisruptionBudget is
+    waited out (backoff from `retry_interval_seconds` up to `max_retry_interval_seconds`)
+    until the task's timeout. Evicted pods are waited for until they are gone. Refused before
+    evicting anything: training pods without an acknowledged checkpoint (see
+    `kube.wait_for_workloads`), DaemonSet pods unless ignored, pods without a controller and
+    pods with emptyDir data unless allowed. Mirror (static) pods are skipped.
+    """
+
+    grace_period_seconds: int | None = Field(
+        default=None, ge=0, description="Pod termination grace (default: each pod's own)."
+    )
     delete_emptydir_data: bool = Field(default=False, description="Evict pods that use emptyDir.")
     ignore_daemonsets: bool = Field(default=True, description="DaemonSet pods stay, as kubectl drain.")
-    pod_selector: str | None = Field(default=None, description="Only evict pods matching this selector.")
+    evict_unmanaged: bool = Field(
+        default=False, description="Evict pods without a controller (nothing recreates them)."
+    )
     disable_eviction: bool = Field(
         default=False,
         description="DELETE pods instead of evicting them (bypasses PDBs). Must be written explicitly.",
     )
     retry_interval_seconds: float = Field(default=5.0, gt=0, description="Wait after a 429 from a PDB.")
+    max_retry_interval_seconds: float = Field(
+        default=30.0, gt=0, description="Longest wait between eviction rounds while PDBs refuse."
+    )
 
 
-CORDON = register(
-    ModuleSpec(
-        name="kube.cordon",
-        args_model=CordonArgs,
-        summary="Mark a node unschedulable, recording whether it already was.",
-        supports_check_mode=True,
-        start_to_close=timedelta(minutes=1),
+class WaitForWorkloadsArgs(NodeArgs, _PodSelector, _Wait):
+    """The checkpoint protocol: ask the training workloads on the node to checkpoint, and wait.
+
+    Workloads: the node's training pods — members of a gang (label `pitstop.dev/gang=<job>`
+    on the pod or its Job) or pods annotated `pitstop.dev/training: "true"` — or, with
+    `pod_selector`, the node's pods matching it. A gang spanning several nodes is affected as a
+    whole, so every member pod of the gang is asked, wherever it runs.
+
+    Protocol: a workload that can checkpoint carries `pitstop.dev/checkpoint-protocol:
+    "annotation"` (on the pod, or on its Job). pitstop writes
+    `pitstop.dev/checkpoint-requested: <token>` (token: `<run id>/<node>`) on that object and
+    waits until it answers `pitstop.dev/checkpoint-done: <token>`, or until the pod finishes.
+    `kube.drain` evicts a training pod only once done == requested.
+
+    Pods without the protocol fail the task with a PolicyViolation naming them (a long
+    training job without a checkpoint protocol becomes a human decision), unless
+    `on_no_protocol: wait_for_completion`, which waits for them to finish within the timeout.
+    """
+
+    on_no_protocol: Literal["fail", "wait_for_completion"] = Field(
+        default="fail", description="What to do with workloads that do not speak the protocol."
     )
-)
-UNCORDON = register(
-    ModuleSpec(
-        name="kube.uncordon",
-        args_model=UncordonArgs,
-        summary="Restore the schedulability recorded before pitstop cordoned the node.",
-        supports_check_mode=True,
-        start_to_close=timedelta(minutes=1),
+    token: str | None = Field(default=None, description="Checkpoint token (default: `<run id>/<node>`).")
+
+
+# --- admission --------------------------------------------------------------------------------
+
+
+class StopAdmissionArgs(NodeArgs):
+    """Stop new work from starting. With `cluster_queues`: Kueue ClusterQueues get
+    `spec.stopPolicy: Hold` (JSON merge patch), the prior policy recorded in the
+    `pitstop.dev/prior-stop-policy` annotation. Without (or where Kueue is absent and none is
+    named): the node gets the taint `pitstop.dev/maintenance:NoSchedule`."""
+
+    cluster_queues: list[str] = Field(default_factory=list, description="Kueue ClusterQueue names.")
+    stop_policy: Literal["Hold", "HoldAndDrain"] = Field(
+        default="Hold", description="Hold: admit nothing new. HoldAndDrain also evicts admitted workloads."
     )
-)
-DRAIN = register(
-    ModuleSpec(
-        name="kube.drain",
-        args_model=DrainArgs,
-        summary="Evict a node's pods through the Eviction API, waiting on PDBs, never forcing.",
-        supports_check_mode=True,
-        disruptive=True,
-        start_to_close=timedelta(hours=2),
-        heartbeat_timeout=timedelta(seconds=60),
-        retry=RetryDefaults(maximum_attempts=0),
+
+
+class ResumeAdmissionArgs(NodeArgs):
+    """Undo `kube.stop_admission`: restore each ClusterQueue's recorded stopPolicy, or remove
+    the node's `pitstop.dev/maintenance` taint."""
+
+    cluster_queues: list[str] = Field(default_factory=list, description="Kueue ClusterQueue names.")
+    force: bool = Field(
+        default=False, description="Set stopPolicy None even where pitstop did not record stopping it."
     )
+
+
+# --- capacity ---------------------------------------------------------------------------------
+
+
+class CapacityCheckArgs(ModuleArgs):
+    """Would the cluster cope if these nodes left? Fails (PreconditionFailed, with the numbers)
+    when the pods on them would not fit in the spare GPUs of the schedulable Ready nodes that
+    stay, or when evicting them would exceed a PodDisruptionBudget's `disruptionsAllowed`."""
+
+    nodes: list[str] = Field(
+        default_factory=list, description="Nodes that would leave (default: this host's node)."
+    )
+    gpu_resource: str = Field(default="nvidia.com/gpu", description="Extended resource counted as GPUs.")
+    min_spare_gpus: int = Field(default=0, ge=0, description="GPUs that must stay spare after moving pods.")
+    node_selector: str | None = Field(
+        default=None, description="Only nodes matching this label selector may take the moved pods."
+    )
+    check_gpus: bool = Field(default=True, description="Check spare GPUs.")
+    check_pdbs: bool = Field(default=True, description="Check PodDisruptionBudget headroom.")
+
+    @field_validator("node_selector")
+    @classmethod
+    def _selector_parses(cls, value: str | None) -> str | None:
+        return check_selector(value)
+
+
+# --- jobs -------------------------------------------------------------------------------------
+
+
+class JobArgs(NodeArgs):
+    """Run a Job on the node, wait for it, return its logs. Its name is deterministic (prefix +
+    hash of run id, task and node), so a retried task finds the Job it started. Tolerates the
+    cordon and maintenance taints. Deleted afterwards unless `keep: true`."""
+
+    image: str = Field(min_length=1, description="Container image.")
+    command: list[str] | None = Field(default=None, description="Container command (entrypoint).")
+    args: list[str] | None = Field(default=None, description="Container arguments.")
+    env: dict[str, str] = Field(default_factory=dict, description="Environment variables.")
+    name: str = Field(default="pitstop-job", min_length=1, description="Name prefix of the Job.")
+    namespace: str = Field(default="default", min_length=1, description="Namespace of the Job.")
+    labels: dict[str, str] = Field(
+        default_factory=dict, description="Labels of the Job and its pod (e.g. pitstop.dev/validation: dcgm)."
+    )
+    annotations: dict[str, str] = Field(default_factory=dict, description="Annotations of the pod.")
+    gpus: int = Field(default=0, ge=0, description="nvidia.com/gpu the container asks for.")
+    pin: Literal["node_name", "node_selector"] = Field(
+        default="node_name",
+        description="node_name: bypass the scheduler; node_selector: `kubernetes.io/hostname` + tolerations.",
+    )
+    tolerations: list[dict[str, Any]] = Field(default_factory=list, description="Extra tolerations.")
+    service_account: str | None = Field(default=None, description="Service account of the pod.")
+    backoff_limit: int = Field(default=0, ge=0, description="Retries of the pod before the Job fails.")
+    timeout_seconds: float = Field(default=1800, gt=0, description="Give up (and delete the Job) after this.")
+    poll_interval_seconds: float = Field(default=5.0, gt=0, description="How often to look at the Job.")
+    keep: bool = Field(default=False, description="Keep the Job (and its pods) afterwards.")
+    log_lines: int = Field(default=500, ge=1, description="Last lines of the pod's log returned.")
+
+
+# --- generic ----------------------------------------------------------------------------------
+
+
+class _ObjectRef(ModuleArgs):
+    api_version: str = Field(default="v1", description="e.g. v1, apps/v1, kueue.x-k8s.io/v1beta1.")
+    kind: str = Field(min_length=1, description="e.g. Node, Pod, Deployment, ClusterQueue.")
+    namespace: str | None = Field(default=None, description="Namespace (namespaced kinds).")
+
+
+class GetArgs(_ObjectRef):
+    """Read objects (read-only; runs in check mode too). Returns `resources` (a list) and,
+    with `name`, `resource` and `exists`."""
+
+    name: str | None = Field(default=None, description="One object by name.")
+    label_selector: str | None = Field(default=None, description="Label selector for a list.")
+    field_selector: str | None = Field(default=None, description="Field selector for a list.")
+    limit: int = Field(default=500, ge=1, le=5000, description="At most this many objects are returned.")
+
+
+class PatchArgs(_ObjectRef):
+    """Patch one object. Check mode asks the server for a dry run and shows the diff; no
+    difference means no write (changed: false)."""
+
+    name: str = Field(min_length=1, description="Object name.")
+    patch: dict[str, Any] | list[dict[str, Any]] = Field(description="The patch document.")
+    patch_type: Literal["merge", "strategic", "json"] = Field(
+        default="merge", description="JSON merge patch, strategic merge patch (built-in kinds) or JSON patch."
+    )
+
+
+# --- registry ---------------------------------------------------------------------------------
+
+_SHORT = timedelta(minutes=1)
+
+
+def _spec(
+    name: str,
+    model: type[ModuleArgs],
+    summary: str,
+    *,
+    start_to_close: timedelta = _SHORT,
+    heartbeat: timedelta | None = None,
+    disruptive: bool = False,
+    retry: RetryDefaults | None = None,
+) -> ModuleSpec:
+    return register(
+        ModuleSpec(
+            name=name,
+            args_model=model,
+            summary=summary,
+            supports_check_mode=True,
+            disruptive=disruptive,
+            start_to_close=start_to_close,
+            heartbeat_timeout=heartbeat,
+            retry=retry or RetryDefaults(),
+        )
+    )
+
+
+CORDON = _spec("kube.cordon", CordonArgs, "Mark a node unschedulable, recording whether it already was.")
+UNCORDON = _spec(
+    "kube.uncordon", UncordonArgs, "Restore the schedulability recorded before pitstop cordoned the node."
 )
+TAINT = _spec("kube.taint", TaintArgs, "Add a taint to a node (NoSchedule unless stated).")
+UNTAINT = _spec("kube.untaint", UntaintArgs, "Remove a taint from a node.")
+ANNOTATE = _spec("kube.annotate", AnnotateArgs, "Set or remove annotations on a node.")
+DRAIN = _spec(
+    "kube.drain",
+    DrainArgs,
+    "Evict a node's pods through the Eviction API, waiting on PDBs, never forcing.",
+    start_to_close=timedelta(hours=2),
+    heartbeat=LONG_WAIT_HEARTBEAT,
+    disruptive=True,
+    # Unlimited attempts: every attempt resumes from the cluster's state, and the module
+    # itself stops at the task's timeout.
+    retry=RetryDefaults(maximum_attempts=0, maximum_interval=timedelta(seconds=30)),
+)
+WAIT_FOR_WORKLOADS = _spec(
+    "kube.wait_for_workloads",
+    WaitForWorkloadsArgs,
+    "Ask training workloads on a node to checkpoint (annotation protocol) and wait for them.",
+    start_to_close=timedelta(hours=2),
+    heartbeat=LONG_WAIT_HEARTBEAT,
+)
+STOP_ADMISSION = _spec(
+    "kube.stop_admission",
+    StopAdmissionArgs,
+    "Hold Kueue ClusterQueues (stopPolicy), or taint the node where Kueue is absent.",
+)
+RESUME_ADMISSION = _spec(
+    "kube.resume_admission", ResumeAdmissionArgs, "Undo kube.stop_admission: restore the recorded state."
+)
+WAIT_NODE_READY = _spec(
+    "kube.wait_node_ready",
+    WaitNodeReadyArgs,
+    "Wait until a node is Ready (and its not-ready taints are gone).",
+    start_to_close=timedelta(minutes=30),
+    heartbeat=LONG_WAIT_HEARTBEAT,
+)
+CAPACITY_CHECK = _spec(
+    "kube.capacity_check",
+    CapacityCheckArgs,
+    "Fail unless spare GPUs and PDB headroom allow these nodes to leave.",
+    start_to_close=timedelta(minutes=2),
+)
+JOB = _spec(
+    "kube.job",
+    JobArgs,
+    "Run a Job pinned to a node, wait for it, return its logs.",
+    start_to_close=timedelta(hours=2),
+    heartbeat=LONG_WAIT_HEARTBEAT,
+)
+GET = _spec("kube.get", GetArgs, "Read Kubernetes objects (read-only).")
+PATCH = _spec("kube.patch", PatchArgs, "Patch a Kubernetes object; check mode shows the diff.")

@@ -9,6 +9,8 @@ No token is needed (the simulator listens on loopback); all answers are JSON.
   POST   /_sim/reboot/{node}                 reboot a node (NotReady, then Ready)
   GET    /_sim/nodes/{node}/profile          NodeProfile
   POST   /_sim/nodes/{node}/profile          ProfileUpdate -> NodeProfile
+  GET    /_sim/nodes/{node}/ssh              SshEndpointInfo (port, host key, processes, faults)
+  POST   /_sim/nodes/{node}/ssh              SshNodeFaults -> SshEndpointInfo (replaces the node's SSH faults)
   GET    /_sim/faults                        injected faults and how often they fired
   POST   /_sim/faults                        {"api_error": ApiErrorFault} or {"latency": LatencyFault}
   DELETE /_sim/faults                        remove all faults
@@ -27,6 +29,7 @@ from pydantic import BaseModel, ValidationError
 
 from pitstop.sim.counters import unavailability
 from pitstop.sim.models import ApiErrorFault, LatencyFault, ProfileUpdate
+from pitstop.sim.ssh.models import SshNodeFaults
 
 if TYPE_CHECKING:
     from pitstop.sim.cluster import SimControl
@@ -73,6 +76,12 @@ class AdminRoutes:
                 if method == "POST":
                     update = ProfileUpdate.model_validate(await request.json())
                     return _answer(control.set_node_profile(parts[1], update))
+            if len(parts) == 3 and parts[0] == "nodes" and parts[2] == "ssh":
+                if method == "GET":
+                    return _answer(control.ssh_info(parts[1]))
+                if method == "POST":
+                    faults = SshNodeFaults.model_validate(await request.json())
+                    return _answer(control.set_ssh_faults(parts[1], faults))
             if parts == ["faults"]:
                 if method == "GET":
                     return _answer(control.faults())

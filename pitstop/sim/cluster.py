@@ -15,6 +15,8 @@ import asyncio
 import builtins
 import json
 import random
+import shutil
+import tempfile
 import threading
 import time
 from collections.abc import Callable
@@ -44,10 +46,16 @@ from pitstop.sim.models import (
     ProfileUpdate,
     TimelineEvent,
 )
+from pitstop.sim.objects import name_of
 from pitstop.sim.resources import ResourceRegistry, ResourceType
 from pitstop.sim.scenario import Scenario, ScenarioError, load_scenario
 from pitstop.sim.seed import Seeder, SeedError
-from pitstop.sim.store import InMemoryStore, ObjectStore
+from pitstop.sim.ssh.backend import ClusterBackend
+from pitstop.sim.ssh.files import InventoryHost, SshFiles, write_inventory, write_known_hosts
+from pitstop.sim.ssh.keys import client_key
+from pitstop.sim.ssh.models import SshEndpointInfo, SshNodeFaults
+from pitstop.sim.ssh.server import SshEndpoints, follow_reboots
+from pitstop.sim.store import InMemoryStore, ObjectStore, WatchEvent
 
 T = TypeVar("T")
 Obj = dict[str, Any]
@@ -79,6 +87,14 @@ class SimConfig(BaseModel):
     require_token: bool = Field(
         default=False, description="Refuse anonymous requests (kubectl sends no token over plain HTTP)."
     )
+    ssh: bool = Field(
+        default=False, description="Give every node an SSH endpoint on `host` (pitstop.sim.ssh)."
+    )
+    ssh_user: str = Field(default="ops", min_length=1, description="The user the SSH endpoints let in.")
+    ssh_dir: Path | None = Field(
+        default=None,
+        description="Where known_hosts, secrets/ and inventory.yaml go (default: next to the kubeconfig).",
+    )
 
     @classmethod
     def from_file(cls, path: str | Path, **overrides: Any) -> SimConfig:
@@ -97,10 +113,13 @@ class SimConfig(BaseModel):
 class SimControl:
     """Operations on a running cluster; call on its loop thread (SimCluster does that for you)."""
 
-    def __init__(self, ctx: SimContext, api: KubeApi, manager: ControllerManager) -> None:
+    def __init__(
+        self, ctx: SimContext, api: KubeApi, manager: ControllerManager, ssh: SshEndpoints | None = None
+    ) -> None:
         self.ctx = ctx
         self.api = api
         self.manager = manager
+        self.ssh = ssh
 
     def counters(self) -> CountersSnapshot:
         return self.ctx.recorder.snapshot(self.ctx.faults.injected_counts())
@@ -128,6 +147,19 @@ class SimControl:
             return self.manager.nodes.set_profile(node, update).model_copy(deep=True)
         except NodeError as exc:
             raise KeyError(str(exc)) from None
+
+    def _endpoints(self) -> SshEndpoints:
+        if self.ssh is None:
+            raise KeyError(
+                "the rehearsal cluster runs without SSH endpoints (start it with --ssh / ssh=True)"
+            )
+        return self.ssh
+
+    def ssh_info(self, node: str) -> SshEndpointInfo:
+        return self._endpoints().info(node)
+
+    def set_ssh_faults(self, node: str, faults: SshNodeFaults) -> SshEndpointInfo:
+        return self._endpoints().set_faults(node, faults)
 
     def faults(self) -> dict[str, Any]:
         return self.ctx.faults.describe()
@@ -177,6 +209,10 @@ class SimCluster:
         self._control: SimControl | None = None
         self._port = 0
         self.kubeconfig_path: Path | None = None
+        self._ssh: SshEndpoints | None = None
+        self._ssh_files: SshFiles | None = None
+        self._ssh_tmp: Path | None = None
+        self._unsubscribe_ssh: Callable[[], None] = lambda: None
 
     # --- lifecycle ----------------------------------------------------------------------------
 
@@ -251,9 +287,59 @@ class SimCluster:
         self._stop_event = asyncio.Event()
         if self.config.kubeconfig is not None:
             self.kubeconfig_path = write_kubeconfig(self.config.kubeconfig, self.url, self.config.token)
+        if self.config.ssh:
+            self._start_ssh(store, manager)
         return self.url
 
+    def _start_ssh(self, store: ObjectStore, manager: ControllerManager) -> None:
+        """One SSH endpoint per node, and the files a worker needs to use them."""
+        if self.config.ssh_dir is not None:
+            directory = self.config.ssh_dir.expanduser()
+        elif self.kubeconfig_path is not None:
+            directory = self.kubeconfig_path.parent
+        else:
+            self._ssh_tmp = directory = Path(tempfile.mkdtemp(prefix="pitstop-sim-ssh-"))
+        files = SshFiles(directory)
+        endpoints = SshEndpoints(
+            self.node_names(),
+            ClusterBackend(self),
+            user=self.config.ssh_user,
+            client_key=client_key(files.client_key),
+            bind_host=self.config.host,
+            faults=self.scenario.faults.ssh,
+        )
+        endpoints.start()
+        changed = follow_reboots(endpoints, manager.nodes.is_rebooting)
+
+        def observe(event: WatchEvent) -> None:
+            if event.storage == "nodes":
+                changed(name_of(event.obj), event.type == "DELETED")
+
+        self._unsubscribe_ssh = store.subscribe(observe)
+        write_known_hosts(files.known_hosts, endpoints.known_hosts_lines())
+        profiles = self.control.ctx.profiles
+        write_inventory(
+            files.inventory,
+            [InventoryHost(n, endpoints.port(n), profiles[n].domain) for n in endpoints.nodes()],
+            user=self.config.ssh_user,
+            known_hosts=files.known_hosts,
+            kubeconfig=self.kubeconfig_path,
+            bind_host=self.config.host,
+        )
+        self._ssh, self._ssh_files = endpoints, files
+        self.control.ssh = endpoints
+
+    def _stop_ssh(self) -> None:
+        self._unsubscribe_ssh()
+        if self._ssh is not None:
+            self._ssh.stop()
+            self._ssh = None
+        if self._ssh_tmp is not None:
+            shutil.rmtree(self._ssh_tmp, ignore_errors=True)
+            self._ssh_tmp = None
+
     async def stop_async(self) -> None:
+        self._stop_ssh()
         if self._frontend is not None:
             self._frontend.close()
         if self._control is not None:
@@ -321,6 +407,46 @@ class SimCluster:
     def write_kubeconfig(self, path: str | Path) -> Path:
         self.kubeconfig_path = write_kubeconfig(path, self.url, self.config.token)
         return self.kubeconfig_path
+
+    # --- SSH endpoints (SimConfig(ssh=True)) ------------------------------------------------------
+
+    @property
+    def ssh_endpoints(self) -> SshEndpoints:
+        if self._ssh is None:
+            raise RuntimeError("the simulator runs without SSH endpoints; start it with SimConfig(ssh=True)")
+        return self._ssh
+
+    @property
+    def ssh_files(self) -> SshFiles:
+        if self._ssh_files is None:
+            raise RuntimeError("the simulator runs without SSH endpoints; start it with SimConfig(ssh=True)")
+        return self._ssh_files
+
+    def ssh_port(self, node: str) -> int:
+        return self.ssh_endpoints.port(node)
+
+    @property
+    def known_hosts_path(self) -> Path:
+        return self.ssh_files.known_hosts
+
+    @property
+    def client_key_path(self) -> Path:
+        """The secret `sim-ssh-key` in `ssh_secrets_dir` (set PITSTOP_SECRETS_DIR to that)."""
+        return self.ssh_files.client_key
+
+    @property
+    def ssh_secrets_dir(self) -> Path:
+        return self.ssh_files.secrets_dir
+
+    @property
+    def inventory_path(self) -> Path:
+        return self.ssh_files.inventory
+
+    def ssh_info(self, node: str) -> SshEndpointInfo:
+        return self.call(lambda c: c.ssh_info(node))
+
+    def set_ssh_faults(self, node: str, faults: SshNodeFaults) -> SshEndpointInfo:
+        return self.call(lambda c: c.set_ssh_faults(node, faults))
 
     # --- thread-safe operations -----------------------------------------------------------------
 

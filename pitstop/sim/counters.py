@@ -70,6 +70,7 @@ class Recorder:
         self.cordons: Counter[str] = Counter()
         self.uncordons: Counter[str] = Counter()
         self.reboots: Counter[str] = Counter()
+        self.firmware_flashes: Counter[str] = Counter()
         self.requests: Counter[str] = Counter()
         self.per_pod: Counter[str] = Counter()
         self.violations: list[PdbViolation] = []
@@ -126,6 +127,9 @@ class Recorder:
 
     def reboot(self, node: str) -> None:
         self.reboots[node] += 1
+
+    def firmware_flash(self, node: str) -> None:
+        self.firmware_flashes[node] += 1
 
     def _training_removed(self, pod: Obj) -> None:
         if GANG_LABEL not in labels_of(pod):
@@ -211,6 +215,7 @@ class Recorder:
             cordons=dict(self.cordons),
             uncordons=dict(self.uncordons),
             reboots=dict(self.reboots),
+            firmware_flashes=dict(self.firmware_flashes),
             pdb_violations=len(self.violations),
             pdb_violation_log=list(self.violations),
             training_evictions_without_protocol=self.training_without_protocol,

@@ -150,6 +150,9 @@ class CountersSnapshot(BaseModel):
     cordons: dict[str, int] = Field(default_factory=dict)
     uncordons: dict[str, int] = Field(default_factory=dict)
     reboots: dict[str, int] = Field(default_factory=dict)
+    firmware_flashes: dict[str, int] = Field(
+        default_factory=dict, description="Runs of the firmware updater per node (over SSH)."
+    )
     pdb_violations: int = Field(default=0, description="Removals that left a PDB below desiredHealthy.")
     pdb_violation_log: list[PdbViolation] = Field(default_factory=list)
     training_evictions_without_protocol: int = Field(

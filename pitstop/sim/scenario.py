@@ -18,6 +18,7 @@ from pitstop.runbook._yaml import Node, load_yaml, parse_yaml
 from pitstop.runbook.errors import RunbookError, suggest
 from pitstop.sim.models import ApiErrorFault, LatencyFault, NodeHealth, Strict
 from pitstop.sim.quantity import is_quantity
+from pitstop.sim.ssh.models import SshNodeFaults
 
 CountOrPercent = Annotated[int | str, Field(description="A count (2) or a percentage ('50%').")]
 DNS_LABEL_HINT = "lowercase letters, digits and '-', starting and ending with a letter or digit"
@@ -138,6 +139,9 @@ class Timing(Strict):
     not_ready_eviction_seconds: float = Field(
         default=300.0, ge=0, description="Pods on a NotReady node are evicted after this (taint manager)."
     )
+    firmware_flash_seconds: float = Field(
+        default=30.0, ge=0, description="Run time of the firmware updater on a node (over SSH)."
+    )
 
 
 class Pdb(Strict):
@@ -236,6 +240,10 @@ class Faults(Strict):
     nodes_never_return: list[str] = Field(
         default_factory=list, description="Nodes that stay NotReady after a reboot."
     )
+    ssh: dict[str, SshNodeFaults] = Field(
+        default_factory=dict,
+        description="Per node: SSH drops mid-command, a slow or failing firmware updater.",
+    )
 
     @field_validator("pdbs_never_allow")
     @classmethod
@@ -304,6 +312,8 @@ class Scenario(Strict):
             need_node(name, "faults.nodes_fail_validation")
         for name in self.faults.nodes_never_return:
             need_node(name, "faults.nodes_never_return")
+        for name in self.faults.ssh:
+            need_node(name, "faults.ssh")
         placements = [("deployments", i, d.placement) for i, d in enumerate(self.workloads.deployments)]
         placements += [("training_jobs", i, t.placement) for i, t in enumerate(self.workloads.training_jobs)]
         for kind, index, nodes_of_item in placements:

@@ -89,3 +89,21 @@ def test_connections_are_pooled_apart_when_credentials_differ() -> None:
     assert (
         a.pool_key == target_for(_call({}, SSHConfig(key=SecretRef(secret="a"), known_hosts="/kh"))).pool_key
     )
+
+
+def test_inventory_takes_known_hosts_from_a_secret_reference_only(tmp_path: Path) -> None:
+    from pitstop.runbook import RunbookError, load_inventory
+
+    good = tmp_path / "good.yaml"
+    good.write_text(
+        "cluster:\n  name: c\n  ssh:\n    known_hosts_secret: {secret: fleet-known-hosts}\nall: {}\n"
+    )
+    inventory = load_inventory(good)
+    assert inventory.cluster is not None and inventory.cluster.ssh is not None
+    assert inventory.cluster.ssh.known_hosts_secret == SecretRef(secret="fleet-known-hosts")
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(
+        "cluster:\n  name: c\n  ssh:\n    known_hosts_secret: '[h]:22 ssh-ed25519 AAAA'\nall: {}\n"
+    )
+    with pytest.raises(RunbookError, match="secret value written inline under 'known_hosts_secret'"):
+        load_inventory(bad)

@@ -48,6 +48,7 @@ class SshLab:
         self,
         *,
         known_hosts: Path | None = None,
+        known_hosts_secret: str | None = None,
         jump_host: str | None = None,
         key_secret: str = KEY_SECRET,
     ) -> ClusterConfig:
@@ -56,7 +57,8 @@ class SshLab:
             ssh=SSHConfig(
                 user="root",
                 key=SecretRef(secret=key_secret),
-                known_hosts=str(known_hosts or self.known_hosts),
+                known_hosts=None if known_hosts_secret else str(known_hosts or self.known_hosts),
+                known_hosts_secret=SecretRef(secret=known_hosts_secret) if known_hosts_secret else None,
                 jump_host=jump_host,
             ),
         )

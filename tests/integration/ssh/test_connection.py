@@ -95,6 +95,20 @@ def test_hashed_known_hosts_entries_are_accepted(lab: SshLab, tmp_path: Path) ->
     assert result.stdout == "ok\n"
 
 
+def test_known_hosts_can_come_from_a_secret(lab: SshLab, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("PITSTOP_SECRET_FLEET_KNOWN_HOSTS", lab.node.known_hosts_line() + "\n")
+    close_all()
+    result = lab.run(
+        ssh_command, lab.call("ssh.command", {"cmd": "echo ok"}, known_hosts_secret="fleet-known-hosts")
+    )
+    assert result.stdout == "ok\n"
+    monkeypatch.setenv("PITSTOP_SECRET_FLEET_KNOWN_HOSTS", "# rotated: no hosts yet\n")
+    close_all()
+    err = _error(lab, {"known_hosts_secret": "fleet-known-hosts"})
+    assert err.type == "HostKeyMismatch"
+    assert "is not in known_hosts secret 'fleet-known-hosts'" in str(err)
+
+
 # --- auth and reachability ----------------------------------------------------------------
 def test_refused_key_is_unauthorized_and_not_retried(lab: SshLab, tmp_path: Path) -> None:
     other = client_key(tmp_path / "other")

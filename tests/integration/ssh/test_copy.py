@@ -12,7 +12,7 @@ import pytest
 from temporalio.exceptions import ApplicationError
 
 from activities.ssh import ssh_copy
-from tests.integration.ssh.lab import SshLab
+from tests.integration.ssh.lab import FakeNode, SshLab
 
 
 @pytest.fixture
@@ -98,3 +98,23 @@ def test_missing_source_file_names_the_path_on_the_worker(
         lab.run(ssh_copy, lab.call("ssh.copy", {"dest": str(dest), "src": "files/nope.conf"}))
     assert err.value.type == "PreconditionFailed"
     assert str(tmp_path / "files" / "nope.conf") in str(err.value)
+
+
+def test_upload_whose_checksum_does_not_match_never_replaces_the_file(
+    lab: SshLab, fake_node: FakeNode
+) -> None:
+    # This node's sha256sum reports a wrong digest, as a corrupted transfer would look.
+    liar = fake_node.bin / "sha256sum"
+    liar.write_text(f'#!/bin/sh\necho {"0" * 64}  "$1"\n')
+    liar.chmod(0o755)
+    dest = fake_node.root / "data" / "model.cfg"
+    dest.parent.mkdir()
+    dest.write_text("original\n")
+    with pytest.raises(ApplicationError) as err:
+        lab.run(
+            ssh_copy, lab.call("ssh.copy", {"dest": str(dest), "content": "new\n"}, server=fake_node.server)
+        )
+    assert err.value.type == "ChecksumMismatch" and not err.value.non_retryable
+    assert hashlib.sha256(b"new\n").hexdigest() in str(err.value)
+    assert dest.read_text() == "original\n"
+    assert sorted(p.name for p in dest.parent.iterdir()) == ["model.cfg"]

@@ -178,7 +178,7 @@ def test_reboot_retry_resumes_waiting_instead_of_rebooting_again(lab: SshLab, fa
     args = {
         "reboot_command": "false",  # a second reboot would fail the test
         "boot_time_command": fake_node.boot_id_command,
-        "reboot_timeout": 3,
+        "reboot_timeout": 1.5,
         "poll_interval": 0.2,
     }
     env = ActivityEnvironment()
@@ -187,5 +187,5 @@ def test_reboot_retry_resumes_waiting_instead_of_rebooting_again(lab: SshLab, fa
         env.run(ssh_reboot, lab.call("ssh.reboot", args, server=fake_node.server))
     # It only waited: the node never rebooted, so the wait times out with that reason.
     assert err.value.type == "RebootTimeout" and err.value.non_retryable
-    assert "did not come back with a new boot id within 3s (went away: no" in str(err.value)
+    assert "did not come back with a new boot id within 1.5s (went away: no" in str(err.value)
     assert fake_node.boot_id() == before

@@ -1,0 +1,46 @@
+"""`kube.*` modules: the Kubernetes API through the official `kubernetes` client.
+
+  nodes.py       kube.cordon, kube.uncordon, kube.taint, kube.untaint, kube.annotate,
+                 kube.wait_node_ready
+  drain.py       kube.drain (Eviction API, PDB waits, resumable)
+  checkpoint.py  kube.wait_for_workloads (the checkpoint protocol)
+  admission.py   kube.stop_admission, kube.resume_admission (Kueue stopPolicy or a taint)
+  capacity.py    kube.capacity_check (spare GPUs and PDB headroom)
+  job.py         kube.job (a Job pinned to a node, with its logs)
+  generic.py     kube.get, kube.patch
+  inventory.py   dynamic inventory groups (`from_nodes`) for plan.load
+  client.py      the cached ApiClient per cluster and the JSON layer over it
+  common.py      node name, deadlines, heartbeats, error translation
+
+Activities are plain `def`s: the client blocks, so they run on the worker's thread pool.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from activities.kube.admission import resume_admission, stop_admission
+from activities.kube.capacity import capacity_check
+from activities.kube.checkpoint import wait_for_workloads
+from activities.kube.drain import drain_node
+from activities.kube.generic import get, patch
+from activities.kube.job import run_job
+from activities.kube.nodes import annotate, cordon, taint, uncordon, untaint, wait_node_ready
+
+KUBE_ACTIVITIES: list[Callable[..., Any]] = [
+    cordon,
+    uncordon,
+    taint,
+    untaint,
+    annotate,
+    wait_node_ready,
+    drain_node,
+    wait_for_workloads,
+    stop_admission,
+    resume_admission,
+    capacity_check,
+    run_job,
+    get,
+    patch,
+]

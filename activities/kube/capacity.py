@@ -1,0 +1,79 @@
+"""kube.capacity_check: can these nodes leave? The arithmetic is `pitstop.kube.capacity`; this
+reads nodes, pods and PDBs, and fails with the numbers when the answer is no. Read-only: it
+runs the same in check mode."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from activities._args import parse_args
+from activities.kube.client import pdbs_path, pods_path
+from activities.kube.common import fail, kube_for, kube_module, node_name
+from pitstop.contracts import ModuleCall, ModuleResult
+from pitstop.kube import selectors
+from pitstop.kube.capacity import CapacityReport, assess
+from pitstop.kube.objects import Obj, labels_of, name_of
+from pitstop.module_args.kube import CapacityCheckArgs
+
+# Finished pods hold nothing; the apiserver filters them out of the list.
+ACTIVE_PODS = "status.phase!=Succeeded,status.phase!=Failed"
+
+
+def _data(report: CapacityReport) -> dict[str, Any]:
+    data: dict[str, Any] = {"leaving": list(report.leaving), "ok": report.ok}
+    if report.gpus is not None:
+        g = report.gpus
+        data["gpus"] = {
+            "needed": g.needed,
+            "free": g.free,
+            "free_after": g.free_after,
+            "margin": g.margin,
+            "receiving_nodes": g.receiving_nodes,
+            "largest_free": g.largest_free,
+            "pods_to_move": [{"pod": p, "gpus": n} for p, n in g.moving],
+            "unplaced": [{"pod": p, "gpus": n} for p, n in g.unplaced],
+        }
+    data["pdbs"] = [
+        {
+            "pdb": b.pdb,
+            "disruptions_allowed": b.allowed,
+            "pods_to_evict": b.needed,
+            "current_healthy": b.healthy,
+            "desired_healthy": b.desired,
+            "exceeds": b.exceeds,
+        }
+        for b in report.budgets
+    ]
+    return data
+
+
+@kube_module("kube.capacity_check")
+def capacity_check(call: ModuleCall) -> ModuleResult:
+    args = parse_args(CapacityCheckArgs, call)
+    leaving = args.nodes or [node_name(call, None)]
+    kube = kube_for(call)
+    nodes = kube.list("/api/v1/nodes")
+    known = {name_of(n) for n in nodes}
+    missing = [n for n in leaving if n not in known]
+    if missing:
+        fail("PreconditionFailed", f"capacity check: nodes not found in {kube.name}: {', '.join(missing)}")
+    pods = kube.list(pods_path(), field_selector=ACTIVE_PODS)
+    pdbs = kube.list(pdbs_path()) if args.check_pdbs else []
+
+    def eligible(node: Obj) -> bool:
+        return selectors.matches(args.node_selector, labels_of(node))
+
+    report = assess(
+        nodes,
+        pods,
+        pdbs,
+        leaving,
+        resource=args.gpu_resource,
+        margin=args.min_spare_gpus,
+        eligible=eligible,
+        check_gpus=args.check_gpus,
+        check_pdbs=args.check_pdbs,
+    )
+    if not report.ok:
+        fail("PreconditionFailed", report.describe())
+    return ModuleResult(msg=report.describe(), data=_data(report))

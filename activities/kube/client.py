@@ -1,0 +1,326 @@
+"""The Kubernetes client the kube modules share: the official `kubernetes` ApiClient, built from
+the inventory's `cluster:` block (kubeconfig + context, or in-cluster config) and cached per
+worker process, and a thin JSON layer over it.
+
+Objects travel as the apiserver serves them (plain dicts, camelCase): the modules patch
+annotations, taints and custom resources (Kueue) that typed models would only get in the way
+of, and pitstop's pure logic (`pitstop.kube`) reads the same shapes the simulator stores.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+from typing import Any, Literal
+
+import urllib3
+from kubernetes import client as k8s
+from kubernetes import config as k8s_config
+from kubernetes.client.exceptions import ApiException
+from kubernetes.config.config_exception import ConfigException
+
+from pitstop.runbook.inventory import ClusterConfig
+
+Obj = dict[str, Any]
+PatchType = Literal["merge", "strategic", "json"]
+PATCH_CONTENT_TYPES: dict[str, str] = {
+    "merge": "application/merge-patch+json",
+    "strategic": "application/strategic-merge-patch+json",
+    "json": "application/json-patch+json",
+}
+# (connect, read) seconds for one request; long waits are loops of short requests.
+REQUEST_TIMEOUT = (10.0, 60.0)
+LIST_PAGE = 500
+
+
+class KubeConfigError(Exception):
+    """The cluster block cannot be turned into a client (missing kubeconfig, unknown context)."""
+
+
+class Unreachable(Exception):
+    """No HTTP answer from the API server (refused, reset, timed out): transient."""
+
+
+class ApiStatus(Exception):
+    """A non-2xx answer, with the apiserver's Status fields."""
+
+    def __init__(self, status: int, reason: str, message: str, details: Obj | None = None) -> None:
+        super().__init__(f"{status} {reason}: {message}")
+        self.status = status
+        self.reason = reason
+        self.message = message
+        self.details = details or {}
+
+    @property
+    def causes(self) -> list[Obj]:
+        return [c for c in self.details.get("causes") or [] if isinstance(c, dict)]
+
+    @classmethod
+    def from_body(cls, status: int, body: bytes | str | None, http_reason: str = "") -> ApiStatus:
+        text = body.decode(errors="replace") if isinstance(body, bytes) else (body or "")
+        try:
+            data = json.loads(text) if text else {}
+        except json.JSONDecodeError:
+            data = {}
+        if not isinstance(data, dict):
+            data = {}
+        message = str(data.get("message") or text.strip()[:500] or http_reason or "no message")
+        reason = str(data.get("reason") or http_reason or "Unknown")
+        details = data.get("details") if isinstance(data.get("details"), dict) else None
+        return cls(status, reason, message, details)
+
+
+# --- client cache -----------------------------------------------------------------------------
+
+_CACHE: dict[tuple[Any, ...], Any] = {}
+_LOCK = threading.Lock()
+
+
+def kubeconfig_path(configured: str | None) -> Path:
+    """The kubeconfig a cluster block names: absolute, `~`-relative, or relative to the worker's
+    runbook directory (PITSTOP_RUNBOOK_DIR); without one, $KUBECONFIG or ~/.kube/config."""
+    if configured:
+        path = Path(configured).expanduser()
+        if not path.is_absolute():
+            path = Path(os.environ.get("PITSTOP_RUNBOOK_DIR", "runbooks")) / path
+        return path
+    env = os.environ.get("KUBECONFIG", "").split(os.pathsep)[0]
+    return Path(env).expanduser() if env else Path.home() / ".kube" / "config"
+
+
+def api_client(cluster: ClusterConfig | None) -> Any:
+    """A cached `kubernetes.client.ApiClient` for the cluster (thread-safe, one per kubeconfig
+    file version and context)."""
+    if cluster is not None and cluster.in_cluster:
+        key: tuple[Any, ...] = ("in-cluster",)
+    else:
+        path = kubeconfig_path(cluster.kubeconfig if cluster else None)
+        try:
+            stamp = path.stat().st_mtime_ns
+        except OSError as exc:
+            name = f"cluster {cluster.name!r}" if cluster else "the default cluster"
+            raise KubeConfigError(
+                f"kubeconfig {path} for {name} cannot be read on the worker ({exc.strerror})"
+            ) from None
+        key = (str(path), stamp, cluster.context if cluster else None)
+    with _LOCK:
+        cached = _CACHE.get(key)
+        if cached is not None:
+            return cached
+        made = _build(cluster, key)
+        _CACHE[key] = made
+        return made
+
+
+def _build(cluster: ClusterConfig | None, key: tuple[Any, ...]) -> Any:
+    configuration = k8s.Configuration()
+    try:
+        if key[0] == "in-cluster":
+            k8s_config.load_incluster_config(client_configuration=configuration)  # type: ignore[no-untyped-call]
+        else:
+            k8s_config.load_kube_config(  # type: ignore[no-untyped-call]
+                config_file=key[0],
+                context=key[2],
+                client_configuration=configuration,
+                persist_config=False,
+            )
+    except (ConfigException, OSError, ValueError) as exc:
+        where = "in-cluster config" if key[0] == "in-cluster" else f"kubeconfig {key[0]}"
+        context = f" (context {key[2]!r})" if len(key) > 2 and key[2] else ""
+        raise KubeConfigError(f"{where}{context} cannot be used: {exc}") from None
+    # Transient failures are the caller's to retry (Temporal's retry policy, or a module's
+    # own wait loop); urllib3 only retries a refused connection quickly, as a browser would.
+    configuration.retries = urllib3.Retry(total=2, connect=2, read=0, status=0, backoff_factor=0.2)
+    return k8s.ApiClient(configuration)
+
+
+def clear_cache() -> None:
+    with _LOCK:
+        for api in _CACHE.values():
+            api.close()
+        _CACHE.clear()
+
+
+# --- JSON over the ApiClient ------------------------------------------------------------------
+
+
+class Kube:
+    """Requests against one cluster; raises ApiStatus for non-2xx answers, Unreachable when the
+    server does not answer."""
+
+    def __init__(self, api: Any, name: str = "cluster") -> None:
+        self.api = api
+        self.name = name
+
+    @property
+    def server(self) -> str:
+        return str(self.api.configuration.host)
+
+    def request(
+        self,
+        method: str,
+        path: str,
+        *,
+        query: Mapping[str, str | int | None] | None = None,
+        body: Any = None,
+        content_type: str = "application/json",
+        raw: bool = False,
+    ) -> Any:
+        headers = {"Accept": "application/json" if not raw else "*/*"}
+        if body is not None:
+            headers["Content-Type"] = content_type
+        params = [(k, str(v)) for k, v in (query or {}).items() if v is not None]
+        try:
+            method_, url, header_params, body_, _ = self.api.param_serialize(
+                method=method,
+                resource_path=path,
+                query_params=params,
+                header_params=headers,
+                body=body,
+                auth_settings=["BearerToken"],
+            )
+            response = self.api.call_api(method_, url, header_params, body_, _request_timeout=REQUEST_TIMEOUT)
+            data = response.read()
+        except ApiException as exc:
+            # The REST layer reports TLS and proxy failures as status 0.
+            if not exc.status:
+                raise Unreachable(f"cannot reach the Kubernetes API at {self.server}: {exc.reason}") from None
+            raise ApiStatus.from_body(int(exc.status), exc.body, str(exc.reason or "")) from None
+        except (urllib3.exceptions.HTTPError, OSError) as exc:
+            raise Unreachable(f"cannot reach the Kubernetes API at {self.server}: {_reason(exc)}") from None
+        if not 200 <= response.status <= 299:
+            raise ApiStatus.from_body(int(response.status), data, str(getattr(response, "reason", "") or ""))
+        if raw:
+            return data.decode(errors="replace") if isinstance(data, bytes) else str(data or "")
+        if not data:
+            return {}
+        return json.loads(data)
+
+    # --- verbs ----------------------------------------------------------------------------------
+
+    def get(self, path: str, **query: str | int | None) -> Obj:
+        result: Obj = self.request("GET", path, query=query)
+        return result
+
+    def get_or_none(self, path: str) -> Obj | None:
+        try:
+            return self.get(path)
+        except ApiStatus as exc:
+            if exc.status == 404:
+                return None
+            raise
+
+    def list(
+        self,
+        path: str,
+        *,
+        label_selector: str | None = None,
+        field_selector: str | None = None,
+        limit: int | None = None,
+    ) -> list[Obj]:
+        """Every item (following `continue`), or the first `limit` items."""
+        items: list[Obj] = []
+        for item in self.iterate(path, label_selector=label_selector, field_selector=field_selector):
+            items.append(item)
+            if limit is not None and len(items) >= limit:
+                break
+        return items
+
+    def iterate(
+        self, path: str, *, label_selector: str | None = None, field_selector: str | None = None
+    ) -> Iterator[Obj]:
+        token: str | None = None
+        while True:
+            page = self.get(
+                path,
+                labelSelector=label_selector or None,
+                fieldSelector=field_selector or None,
+                limit=LIST_PAGE,
+                **{"continue": token},
+            )
+            yield from page.get("items") or []
+            token = (page.get("metadata") or {}).get("continue") or None
+            if not token:
+                return
+
+    def patch(self, path: str, patch: Any, patch_type: PatchType = "merge", *, dry_run: bool = False) -> Obj:
+        result: Obj = self.request(
+            "PATCH",
+            path,
+            query={"dryRun": "All" if dry_run else None},
+            body=patch,
+            content_type=PATCH_CONTENT_TYPES[patch_type],
+        )
+        return result
+
+    def post(self, path: str, body: Obj, *, dry_run: bool = False) -> Obj:
+        result: Obj = self.request("POST", path, query={"dryRun": "All" if dry_run else None}, body=body)
+        return result
+
+    def delete(self, path: str, body: Obj | None = None) -> Obj:
+        result: Obj = self.request("DELETE", path, body=body)
+        return result
+
+    def text(self, path: str, **query: str | int | None) -> str:
+        result: str = self.request("GET", path, query=query, raw=True)
+        return result
+
+    def serves_group(self, group: str) -> bool:
+        """Whether the apiserver serves an API group (e.g. kueue.x-k8s.io)."""
+        try:
+            self.get(f"/apis/{group}")
+        except ApiStatus as exc:
+            if exc.status == 404:
+                return False
+            raise
+        return True
+
+
+def _reason(exc: BaseException) -> str:
+    inner = getattr(exc, "reason", None)
+    text = str(inner or exc)
+    for marker in ("Connection refused", "timed out", "Name or service not known", "Connection reset"):
+        if marker in text:
+            return marker.lower()
+    return text
+
+
+# --- paths ------------------------------------------------------------------------------------
+
+
+def node_path(name: str) -> str:
+    return f"/api/v1/nodes/{name}"
+
+
+def pods_path(namespace: str | None = None) -> str:
+    return f"/api/v1/namespaces/{namespace}/pods" if namespace else "/api/v1/pods"
+
+
+def pod_path(namespace: str, name: str) -> str:
+    return f"/api/v1/namespaces/{namespace}/pods/{name}"
+
+
+def jobs_path(namespace: str) -> str:
+    return f"/apis/batch/v1/namespaces/{namespace}/jobs"
+
+
+def job_path(namespace: str, name: str) -> str:
+    return f"{jobs_path(namespace)}/{name}"
+
+
+def pdbs_path(namespace: str | None = None) -> str:
+    base = "/apis/policy/v1"
+    return (
+        f"{base}/namespaces/{namespace}/poddisruptionbudgets" if namespace else f"{base}/poddisruptionbudgets"
+    )
+
+
+KUEUE_GROUP = "kueue.x-k8s.io"
+
+
+def cluster_queue_path(name: str | None = None) -> str:
+    base = f"/apis/{KUEUE_GROUP}/v1beta1/clusterqueues"
+    return f"{base}/{name}" if name else base

@@ -1,0 +1,149 @@
+"""What every kube module shares: its client, its node, its deadline, its heartbeats, and one
+translation of Kubernetes errors into pitstop's error types.
+
+Errors: 401/403 -> Unauthorized; 400/415/422 -> InvalidArgs; 404 -> PreconditionFailed (all
+non-retryable). 409 conflicts, 429s, 5xx and unreachable servers are raised as retryable
+errors, so Temporal's retry policy backs off and tries again (drain handles a PDB's 429 in its
+own wait loop instead).
+"""
+
+from __future__ import annotations
+
+import functools
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from datetime import UTC, datetime, timedelta
+from typing import Any, NoReturn
+
+from temporalio import activity
+from temporalio.exceptions import ApplicationError, CancelledError
+
+from activities.kube.client import ApiStatus, Kube, KubeConfigError, Unreachable, api_client
+from pitstop.contracts import ModuleCall, ModuleResult
+
+ModuleFn = Callable[[ModuleCall], ModuleResult]
+
+# Stop this long before the activity's own timeout, to report instead of being killed.
+DEADLINE_MARGIN = timedelta(seconds=5)
+
+
+def fail(kind: str, message: str) -> NoReturn:
+    raise ApplicationError(message, type=kind, non_retryable=True)
+
+
+def kube_for(call: ModuleCall) -> Kube:
+    try:
+        api = api_client(call.cluster)
+    except KubeConfigError as exc:
+        fail("PreconditionFailed", str(exc))
+    return Kube(api, call.cluster.name if call.cluster else "default cluster")
+
+
+def node_name(call: ModuleCall, explicit: str | None) -> str:
+    """The `node` argument, else the host's `node_name` var, else the host's inventory name."""
+    if explicit:
+        return explicit
+    value = call.host_vars.get("node_name")
+    if value:
+        return str(value)
+    return call.host
+
+
+# --- time -------------------------------------------------------------------------------------
+
+
+def activity_deadline() -> float:
+    """Monotonic time by which this activity must have answered: the task's timeout counted from
+    the first attempt (a retried drain does not get the whole timeout again), and never after
+    this attempt's own start-to-close timeout."""
+    info = activity.info()
+    timeout = info.start_to_close_timeout
+    if not timeout:
+        return float("inf")
+    now = datetime.now(UTC)
+    ends = [info.started_time + timeout, info.scheduled_time + timeout]
+    margin = min(DEADLINE_MARGIN, timeout * 0.05)
+    remaining = (min(ends) - margin - now).total_seconds()
+    return time.monotonic() + remaining
+
+
+class Deadline:
+    """min(the activity's deadline, now + the module's own timeout)."""
+
+    def __init__(self, timeout_seconds: float | None = None) -> None:
+        self.started = time.monotonic()
+        self.at = activity_deadline()
+        if timeout_seconds is not None:
+            self.at = min(self.at, self.started + timeout_seconds)
+
+    def remaining(self) -> float:
+        return self.at - time.monotonic()
+
+    def passed(self) -> bool:
+        return self.remaining() <= 0
+
+    def elapsed(self) -> float:
+        return time.monotonic() - self.started
+
+
+def beat(*details: Any) -> None:
+    activity.heartbeat(*details)
+
+
+def pause(seconds: float, *details: Any) -> None:
+    """Sleep, heartbeating; a cancelled activity stops here."""
+    end = time.monotonic() + max(0.0, seconds)
+    while True:
+        beat(*details)
+        left = end - time.monotonic()
+        if activity.is_cancelled():
+            raise CancelledError("cancelled while waiting")
+        if left <= 0:
+            return
+        activity.wait_for_cancelled_sync(timeout=min(left, 5.0))
+
+
+def first_details() -> Any:
+    """The last heartbeat details of a previous attempt (None on the first one)."""
+    details = activity.info().heartbeat_details
+    return details[0] if details else None
+
+
+# --- errors -----------------------------------------------------------------------------------
+
+
+def translate(exc: ApiStatus, what: str) -> NoReturn:
+    """Raise the pitstop error for an API answer (see the module docstring)."""
+    text = f"{what}: {exc.message}"
+    if exc.status in (401, 403):
+        fail("Unauthorized", f"{text} (HTTP {exc.status}; check the credentials and RBAC of the kubeconfig)")
+    if exc.status in (400, 415, 422):
+        fail("InvalidArgs", f"{text} (HTTP {exc.status} {exc.reason})")
+    if exc.status == 404:
+        fail("PreconditionFailed", text)
+    raise ApplicationError(f"{text} (HTTP {exc.status} {exc.reason}; will retry)", type="KubeApiError")
+
+
+@contextmanager
+def api_errors(what: str) -> Iterator[None]:
+    try:
+        yield
+    except ApiStatus as exc:
+        translate(exc, what)
+    except Unreachable as exc:
+        raise ApplicationError(f"{what}: {exc}", type="ClusterUnreachable") from None
+
+
+def kube_module(name: str) -> Callable[[ModuleFn], ModuleFn]:
+    """`@activity.defn(name="module.<name>")` plus the error translation above."""
+
+    def wrap(fn: ModuleFn) -> ModuleFn:
+        @functools.wraps(fn)
+        def run(call: ModuleCall) -> ModuleResult:
+            with api_errors(name):
+                return fn(call)
+
+        return activity.defn(name=f"module.{name}")(run)
+
+    return wrap

@@ -1,0 +1,102 @@
+"""The checkpoint protocol between pitstop and training workloads.
+
+A training pod is a member of a gang (label `pitstop.dev/gang`, on the pod or on the Job that
+owns it) or is annotated `pitstop.dev/training: "true"` (pod or Job). It speaks the protocol
+when it (or its Job) carries `pitstop.dev/checkpoint-protocol`. pitstop asks for a checkpoint
+by writing `pitstop.dev/checkpoint-requested: <token>` on the object that speaks it; the
+workload answers `pitstop.dev/checkpoint-done: <token>` once its state is safe. A drain only
+evicts a training pod whose checkpoint is acknowledged (done == requested).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from pitstop.kube.annotations import (
+    CHECKPOINT_DONE,
+    CHECKPOINT_PROTOCOL,
+    CHECKPOINT_REQUESTED,
+    GANG_LABEL,
+    TRAINING_ANNOTATION,
+)
+from pitstop.kube.objects import Obj, annotations_of, controller_of, labels_of, namespace_of
+
+CheckpointState = Literal["not-training", "no-protocol", "not-requested", "requested", "acknowledged"]
+
+
+def checkpoint_token(run_id: str, node: str) -> str:
+    """One token per run and node: a gang spanning two nodes is asked once for each."""
+    return f"{run_id}/{node}"
+
+
+def owning_job_key(pod: Mapping[str, Any]) -> str | None:
+    """`namespace/name` of the Job controlling the pod, if a Job does."""
+    ref = controller_of(pod)
+    if ref is None or ref.get("kind") != "Job":
+        return None
+    return f"{namespace_of(pod)}/{ref.get('name', '')}"
+
+
+@dataclass(frozen=True)
+class Workload:
+    """A pod and the Job that owns it (None when no Job does, or it is gone)."""
+
+    pod: Obj
+    job: Obj | None = None
+
+    def _both(self) -> list[Mapping[str, Any]]:
+        return [self.pod] if self.job is None else [self.pod, self.job]
+
+    @property
+    def gang(self) -> str | None:
+        for obj in self._both():
+            value = labels_of(obj).get(GANG_LABEL)
+            if value:
+                return value
+        return None
+
+    @property
+    def is_training(self) -> bool:
+        if self.gang is not None:
+            return True
+        return any(annotations_of(o).get(TRAINING_ANNOTATION, "").lower() == "true" for o in self._both())
+
+    @property
+    def holder(self) -> Literal["pod", "job"] | None:
+        """Which object speaks the protocol: the pod itself, else its Job, else none."""
+        if annotations_of(self.pod).get(CHECKPOINT_PROTOCOL):
+            return "pod"
+        if self.job is not None and annotations_of(self.job).get(CHECKPOINT_PROTOCOL):
+            return "job"
+        return None
+
+    def holder_object(self) -> Obj | None:
+        kind = self.holder
+        if kind == "pod":
+            return self.pod
+        if kind == "job":
+            return self.job
+        return None
+
+    def state(self) -> CheckpointState:
+        if not self.is_training:
+            return "not-training"
+        obj = self.holder_object()
+        if obj is None:
+            return "no-protocol"
+        notes = annotations_of(obj)
+        requested = notes.get(CHECKPOINT_REQUESTED)
+        if not requested:
+            return "not-requested"
+        return "acknowledged" if notes.get(CHECKPOINT_DONE) == requested else "requested"
+
+    def answered(self, token: str) -> bool:
+        """The holder acknowledged exactly this token."""
+        obj = self.holder_object()
+        return obj is not None and annotations_of(obj).get(CHECKPOINT_DONE) == token
+
+    def requested(self, token: str) -> bool:
+        obj = self.holder_object()
+        return obj is not None and annotations_of(obj).get(CHECKPOINT_REQUESTED) == token

@@ -1,0 +1,242 @@
+"""Args of the `etcd.*` modules: snapshot, inspect, restore into a scratch member, verify.
+
+They run on the worker (the etcd client talks to the cluster's client URLs). TLS material
+comes from secret references, resolved inside the activity and written to a 0600 directory
+that is removed when the command ends; it is used for `https://` endpoints only (a plain
+`http://` endpoint, like the embedded stack's, has no TLS to configure).
+
+Snapshotting *on* a control-plane node (etcd listening on the node's loopback only) is not a
+module yet. The pieces: `ssh.command` (become: true) runs `etcdctl snapshot save` there with
+the node's own certificates, but pitstop has no SSH fetch to bring the file to the worker.
+Until it does, point `endpoints` at the members' client URLs (2379 is normally reachable
+from the cluster network) with a client certificate held in a secret, as the runbook does.
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import Literal, Self
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+from pitstop.modules import ModuleArgs, ModuleSpec, RetryDefaults, SecretRef, register
+
+# The kubeadm default; refused as a scratch location unless the runbook says otherwise.
+DEFAULT_LIVE_DATA_DIRS = ["/var/lib/etcd"]
+
+_NON_RETRYABLE = (*RetryDefaults().non_retryable_error_types, "SnapshotCorrupt")
+ETCD_RETRY = RetryDefaults(
+    maximum_attempts=4,
+    initial_interval=timedelta(seconds=2),
+    maximum_interval=timedelta(seconds=20),
+    non_retryable_error_types=_NON_RETRYABLE,
+)
+
+
+def _split_endpoints(value: object) -> object:
+    # `"{{ etcd_endpoints }}"` may render to "a,b" (etcdctl's own syntax) or to a list.
+    if isinstance(value, str):
+        return [part.strip() for part in value.split(",") if part.strip()]
+    return value
+
+
+class EtcdClientArgs(ModuleArgs):
+    endpoints: list[str] = Field(
+        min_length=1,
+        description="Client URLs (`https://10.0.0.1:2379`), as a list or comma-separated.",
+    )
+    cacert: SecretRef | None = Field(
+        default=None, description="CA bundle that signed the etcd server certificates (https only)."
+    )
+    cert: SecretRef | None = Field(default=None, description="Client certificate (https only).")
+    key: SecretRef | None = Field(default=None, description="Client private key (https only).")
+    dial_timeout_s: float = Field(default=5.0, gt=0, description="etcdctl --dial-timeout, seconds.")
+
+    @field_validator("endpoints", mode="before")
+    @classmethod
+    def _split(cls, value: object) -> object:
+        return _split_endpoints(value)
+
+    @field_validator("endpoints")
+    @classmethod
+    def _urls(cls, endpoints: list[str]) -> list[str]:
+        for url in endpoints:
+            if not url.startswith(("http://", "https://")):
+                raise ValueError(f"endpoint {url!r} must be a URL starting with http:// or https://")
+        schemes = {url.split("://", 1)[0] for url in endpoints}
+        if len(schemes) > 1:
+            raise ValueError("endpoints mix http:// and https://; one cluster speaks one of them")
+        return endpoints
+
+    @model_validator(mode="after")
+    def _cert_and_key_together(self) -> Self:
+        if (self.cert is None) != (self.key is None):
+            raise ValueError("give both `cert` and `key` (a client certificate needs its key), or neither")
+        return self
+
+    @property
+    def uses_tls(self) -> bool:
+        return self.endpoints[0].startswith("https://")
+
+
+class SnapshotSaveArgs(EtcdClientArgs):
+    dest: str = Field(
+        min_length=1,
+        description=(
+            "Absolute path on the worker for the snapshot. An existing valid snapshot there is "
+            "kept (changed: false), so a retried task does not take a second one."
+        ),
+    )
+    count_prefixes: list[str] = Field(
+        default_factory=list,
+        description=(
+            "Key prefixes (e.g. `/registry/minions/`) whose key counts at the snapshot's revision "
+            "are recorded, so a restore drill can compare what it restored with what the cluster held."
+        ),
+    )
+
+    @field_validator("dest")
+    @classmethod
+    def _absolute(cls, dest: str) -> str:
+        if not dest.startswith("/"):
+            raise ValueError(f"dest must be an absolute path on the worker, got {dest!r}")
+        return dest
+
+
+class SnapshotStatusArgs(ModuleArgs):
+    path: str = Field(min_length=1, description="Snapshot file on the worker.")
+
+
+class _ScratchArgs(ModuleArgs):
+    scratch_dir: str = Field(
+        min_length=1,
+        description=(
+            "Directory for the restored member (created; removed by `scratch_member: stop`). "
+            "It must be new, empty, or a previous pitstop scratch directory."
+        ),
+    )
+    live_data_dirs: list[str] = Field(
+        default_factory=lambda: list(DEFAULT_LIVE_DATA_DIRS),
+        description=(
+            "Data directories of live etcd members on this machine. A scratch directory inside "
+            "one of them, equal to one, or containing one is refused (PolicyViolation)."
+        ),
+    )
+
+    @field_validator("scratch_dir")
+    @classmethod
+    def _absolute(cls, path: str) -> str:
+        if not path.startswith("/"):
+            raise ValueError(f"scratch_dir must be an absolute path, got {path!r}")
+        return path
+
+
+class RestoreArgs(_ScratchArgs):
+    snapshot: str = Field(min_length=1, description="Snapshot file on the worker to restore.")
+    cluster_token: str | None = Field(
+        default=None,
+        description="Initial cluster token of the restored member; default: a new one per run.",
+    )
+    name: str = Field(default="scratch", pattern=r"^[a-z0-9][a-z0-9-]*$", description="Member name.")
+
+
+class ScratchMemberArgs(_ScratchArgs):
+    action: Literal["start", "stop"] = Field(
+        description="`start`: run etcd on the restored data on free loopback ports; `stop`: stop it "
+        "and remove the scratch directory.",
+    )
+    start_timeout_s: float = Field(default=30.0, gt=0, description="How long to wait for /health.")
+
+
+class PrefixRule(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    min: int = Field(default=1, ge=0, description="At least this many keys under the prefix.")
+    max: int | None = Field(default=None, ge=0, description="At most this many keys.")
+
+
+class VerifyArgs(EtcdClientArgs):
+    revision: int | None = Field(
+        default=None, ge=0, description="Expected revision: the snapshot's (`etcd.snapshot_status`)."
+    )
+    expected_keys: int | None = Field(
+        default=None,
+        ge=0,
+        description=(
+            "Expected number of live keys: what the cluster held at the snapshot's revision "
+            "(recorded by `etcd.snapshot_save`, stored with the object by `storage.upload`)."
+        ),
+    )
+    prefixes: dict[str, PrefixRule] = Field(
+        default_factory=dict,
+        description="Required key prefixes with bounds, e.g. `{'/registry/minions/': {min: 1}}`.",
+    )
+    expected_counts: dict[str, int] = Field(
+        default_factory=dict,
+        description="Exact key counts per prefix, e.g. the node count at snapshot time.",
+    )
+    sample_reads: int = Field(
+        default=3, ge=0, le=100, description="Keys read back one by one (under each required prefix)."
+    )
+
+    @field_validator("prefixes", mode="before")
+    @classmethod
+    def _list_means_min_one(cls, value: object) -> object:
+        if isinstance(value, list):
+            return {str(p): {} for p in value}
+        return value
+
+
+SNAPSHOT_SAVE = register(
+    ModuleSpec(
+        name="etcd.snapshot_save",
+        args_model=SnapshotSaveArgs,
+        summary="Save an etcd snapshot with etcdctl (TLS from secrets); records revision and key counts.",
+        supports_check_mode=True,
+        start_to_close=timedelta(minutes=30),
+        heartbeat_timeout=timedelta(seconds=60),
+        retry=ETCD_RETRY,
+    )
+)
+SNAPSHOT_STATUS = register(
+    ModuleSpec(
+        name="etcd.snapshot_status",
+        args_model=SnapshotStatusArgs,
+        summary="Hash, revision, total keys and size of a snapshot file (etcdutl snapshot status).",
+        supports_check_mode=True,
+        start_to_close=timedelta(minutes=10),
+        heartbeat_timeout=timedelta(seconds=60),
+        retry=ETCD_RETRY,
+    )
+)
+RESTORE = register(
+    ModuleSpec(
+        name="etcd.restore",
+        args_model=RestoreArgs,
+        summary="Restore a snapshot into a scratch data directory with a new cluster token (etcdutl).",
+        supports_check_mode=True,
+        start_to_close=timedelta(minutes=30),
+        heartbeat_timeout=timedelta(seconds=60),
+        retry=ETCD_RETRY,
+    )
+)
+SCRATCH_MEMBER = register(
+    ModuleSpec(
+        name="etcd.scratch_member",
+        args_model=ScratchMemberArgs,
+        summary="Start a throw-away etcd on restored data (free loopback ports), or stop it and clean up.",
+        supports_check_mode=True,
+        start_to_close=timedelta(minutes=5),
+        retry=ETCD_RETRY,
+    )
+)
+VERIFY = register(
+    ModuleSpec(
+        name="etcd.verify",
+        args_model=VerifyArgs,
+        summary="Check a (restored) member: revision, key count, required prefixes and sample reads.",
+        supports_check_mode=True,
+        start_to_close=timedelta(minutes=10),
+        retry=ETCD_RETRY,
+    )
+)

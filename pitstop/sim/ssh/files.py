@@ -1,0 +1,117 @@
+"""Files a worker needs to reach the simulated nodes, written next to the kubeconfig:
+
+known_hosts            `[127.0.0.1]:PORT ssh-ed25519 AAAA...`, one line per node
+secrets/sim-ssh-key    the client's private key (OpenSSH format, 0600): the secret
+                       `{secret: sim-ssh-key}` once PITSTOP_SECRETS_DIR points at `secrets/`
+inventory.yaml         the nodes as an inventory: a `cluster:` block (kubeconfig, SSH user,
+                       key, known_hosts) and hosts with ansible_host/ansible_port,
+                       failure_domain and node_name, in group `gpu` and one group per domain
+"""
+
+from __future__ import annotations
+
+import io
+import os
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from ruamel.yaml import YAML
+
+KEY_SECRET = "sim-ssh-key"
+CLUSTER_NAME = "pitstop-sim"
+ALL_NODES_GROUP = "gpu"
+
+
+@dataclass(frozen=True)
+class SshFiles:
+    directory: Path
+
+    @property
+    def known_hosts(self) -> Path:
+        return self.directory / "known_hosts"
+
+    @property
+    def secrets_dir(self) -> Path:
+        return self.directory / "secrets"
+
+    @property
+    def client_key(self) -> Path:
+        return self.secrets_dir / KEY_SECRET
+
+    @property
+    def inventory(self) -> Path:
+        return self.directory / "inventory.yaml"
+
+
+@dataclass(frozen=True)
+class InventoryHost:
+    name: str
+    port: int
+    domain: str
+
+
+def _replace(path: Path, text: str, mode: int = 0o644) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_text(text, encoding="utf-8")
+    os.chmod(tmp, mode)
+    tmp.replace(path)
+
+
+def write_known_hosts(path: Path, lines: list[str]) -> Path:
+    _replace(path, "".join(f"{line}\n" for line in lines))
+    return path
+
+
+def group_name(domain: str) -> str:
+    """Inventory group names are identifiers: `zone-a` -> `zone_a`."""
+    name = re.sub(r"[^A-Za-z0-9_]", "_", domain)
+    return name if name and not name[0].isdigit() else f"domain_{name}"
+
+
+def inventory(
+    hosts: list[InventoryHost], *, user: str, known_hosts: Path, kubeconfig: Path | None, bind_host: str
+) -> dict[str, Any]:
+    domains: dict[str, dict[str, Any]] = {}
+    for host in hosts:
+        members = domains.setdefault(group_name(host.domain), {"hosts": {}})["hosts"]
+        members[host.name] = {
+            "ansible_host": bind_host,
+            "ansible_port": host.port,
+            "failure_domain": host.domain,
+            "node_name": host.name,
+        }
+    cluster: dict[str, Any] = {"name": CLUSTER_NAME}
+    if kubeconfig is not None:
+        cluster["kubeconfig"] = str(kubeconfig.resolve())
+    cluster["ssh"] = {"user": user, "key": {"secret": KEY_SECRET}, "known_hosts": str(known_hosts.resolve())}
+    return {"cluster": cluster, "all": {"children": {ALL_NODES_GROUP: {"children": domains}}}}
+
+
+def write_inventory(
+    path: Path,
+    hosts: list[InventoryHost],
+    *,
+    user: str,
+    known_hosts: Path,
+    kubeconfig: Path | None,
+    bind_host: str,
+) -> Path:
+    buffer = io.StringIO()
+    yaml = YAML(typ="safe", pure=True)
+    yaml.default_flow_style = False
+    # Keep the order written: `cluster:` first, hosts in node order.
+    yaml.representer.sort_base_mapping_type_on_output = False
+    yaml.dump(
+        inventory(hosts, user=user, known_hosts=known_hosts, kubeconfig=kubeconfig, bind_host=bind_host),
+        buffer,
+    )
+    header = (
+        "# The rehearsal cluster's nodes, reachable over SSH (written by pitstop sim; ports change\n"
+        "# at every start). The worker finds the key as secret "
+        f"'{KEY_SECRET}' with\n#   export PITSTOP_SECRETS_DIR={path.parent.resolve() / 'secrets'}\n"
+    )
+    _replace(path, header + buffer.getvalue())
+    return path

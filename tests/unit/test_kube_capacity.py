@@ -1,0 +1,179 @@
+"""Can nodes leave? Spare GPUs (first-fit) and PDB headroom (`pitstop.kube.capacity`)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pitstop.kube.budgets import budget_uses, pdb_from_refusal
+from pitstop.kube.capacity import assess, assess_gpus, takes_pods
+
+Obj = dict[str, Any]
+RS = {"kind": "ReplicaSet", "name": "rs", "uid": "u", "controller": True}
+DS = {"kind": "DaemonSet", "name": "ds", "uid": "d", "controller": True}
+
+
+def node(
+    name: str,
+    gpus: int = 8,
+    *,
+    ready: bool = True,
+    cordoned: bool = False,
+    taints: list[Obj] | None = None,
+    labels: dict[str, str] | None = None,
+) -> Obj:
+    return {
+        "metadata": {"name": name, "labels": labels or {}},
+        "spec": {"unschedulable": cordoned, "taints": taints or []},
+        "status": {
+            "allocatable": {"nvidia.com/gpu": str(gpus)},
+            "conditions": [{"type": "Ready", "status": "True" if ready else "Unknown"}],
+        },
+    }
+
+
+def pod(
+    name: str,
+    where: str,
+    gpus: int = 0,
+    *,
+    owner: Obj = RS,
+    ready: bool = True,
+    phase: str = "Running",
+    app: str = "web",
+) -> Obj:
+    container: Obj = {"name": "c"}
+    if gpus:
+        container["resources"] = {"limits": {"nvidia.com/gpu": str(gpus)}}
+    return {
+        "metadata": {
+            "name": name,
+            "namespace": "serving",
+            "labels": {"app": app},
+            "ownerReferences": [owner],
+        },
+        "spec": {"nodeName": where, "containers": [container]},
+        "status": {"phase": phase, "conditions": [{"type": "Ready", "status": "True" if ready else "False"}]},
+    }
+
+
+def pdb(name: str, app: str, allowed: int, healthy: int = 3, desired: int = 2) -> Obj:
+    return {
+        "metadata": {"name": name, "namespace": "serving"},
+        "spec": {"selector": {"matchLabels": {"app": app}}},
+        "status": {"disruptionsAllowed": allowed, "currentHealthy": healthy, "desiredHealthy": desired},
+    }
+
+
+def test_pods_fit_in_the_free_gpus_of_the_remaining_nodes() -> None:
+    nodes = [node("a"), node("b"), node("c")]
+    pods = [pod("w1", "a", 4), pod("w2", "a", 2), pod("x", "b", 4), pod("agent", "a", 0, owner=DS)]
+    result = assess_gpus(nodes, pods, ["a"], resource="nvidia.com/gpu")
+    assert (result.needed, result.free, result.receiving_nodes, result.free_after) == (6, 12, 2, 6)
+    assert result.ok
+    assert result.moving == (("serving/w1", 4), ("serving/w2", 2))
+
+
+def test_a_pod_that_fits_on_no_single_node_fails_even_when_the_total_is_enough() -> None:
+    nodes = [node("a"), node("b"), node("c")]
+    pods = [pod("big", "a", 8), pod("x", "b", 4), pod("y", "c", 4)]
+    result = assess_gpus(nodes, pods, ["a"], resource="nvidia.com/gpu")
+    assert (result.needed, result.free) == (8, 8)
+    assert not result.ok
+    assert result.unplaced == (("serving/big", 8),)
+    assert "no node has room for serving/big (8) (largest free block: 4)" in result.describe()
+
+
+def test_cordoned_not_ready_tainted_and_ineligible_nodes_take_no_pods() -> None:
+    maintenance = [{"key": "pitstop.dev/maintenance", "effect": "NoSchedule"}]
+    nodes = [
+        node("a"),
+        node("b", cordoned=True),
+        node("c", ready=False),
+        node("d", taints=maintenance),
+        node("e", labels={"pool": "cpu"}),
+        node("f", labels={"pool": "gpu"}),
+    ]
+    assert [takes_pods(n) for n in nodes] == [True, False, False, False, True, True]
+    result = assess_gpus(
+        nodes,
+        [pod("w", "a", 8)],
+        ["a"],
+        resource="nvidia.com/gpu",
+        eligible=lambda n: n["metadata"]["labels"].get("pool") == "gpu",
+    )
+    assert (result.receiving_nodes, result.free, result.ok) == (1, 8, True)
+
+
+def test_margin_of_spare_gpus_is_enforced() -> None:
+    nodes = [node("a"), node("b")]
+    result = assess_gpus(nodes, [pod("w", "a", 6)], ["a"], resource="nvidia.com/gpu", margin=4)
+    assert (result.free_after, result.ok) == (2, False)
+    assert "(4 must stay spare, 2 would)" in result.describe()
+
+
+def test_finished_pods_free_their_gpus_and_are_not_moved() -> None:
+    nodes = [node("a"), node("b")]
+    pods = [pod("old", "b", 8, phase="Succeeded"), pod("done", "a", 8, phase="Failed"), pod("w", "a", 8)]
+    result = assess_gpus(nodes, pods, ["a"], resource="nvidia.com/gpu")
+    assert (result.needed, result.free, result.ok) == (8, 8, True)
+
+
+def test_pdb_headroom_counts_the_healthy_pods_on_the_leaving_nodes() -> None:
+    pods = [
+        pod("w1", "a"),
+        pod("w2", "a"),
+        pod("w3", "b"),
+        pod("sick", "a", ready=False),
+        pod("db", "a", app="db"),
+    ]
+    uses = budget_uses(
+        [p for p in pods if p["spec"]["nodeName"] == "a"], [pdb("web", "web", 1), pdb("db", "db", 1)]
+    )
+    assert [(u.pdb, u.needed, u.allowed, u.exceeds) for u in uses] == [
+        ("serving/db", 1, 1, False),
+        ("serving/web", 2, 1, True),
+    ]
+    assert uses[1].describe() == (
+        "PDB serving/web allows 1 disruption now (2 of its healthy pods to evict; 3 healthy, 2 required)"
+    )
+
+
+def test_report_fails_with_the_numbers_of_every_shortfall() -> None:
+    nodes = [node("a"), node("b", 4)]
+    pods = [pod("w1", "a", 4), pod("w2", "a", 4)]
+    report = assess(nodes, pods, [pdb("web", "web", 0)], ["a"], resource="nvidia.com/gpu")
+    assert not report.ok
+    text = report.describe()
+    assert text.startswith(
+        "not enough capacity if a leave: not enough GPUs: 2 pods to move need 8 nvidia.com/gpu; 4 free"
+    )
+    assert "PDB headroom too small: PDB serving/web allows 0 disruptions now (2 of its healthy pods" in text
+    fine = assess(
+        [node("a"), node("b")], [pod("w1", "a", 4)], [pdb("web", "web", 1)], ["a"], resource="nvidia.com/gpu"
+    )
+    assert fine.ok
+    assert fine.describe() == (
+        "capacity is enough if a leave: GPUs: 1 pods to move need 4 nvidia.com/gpu; 8 free on 1 schedulable "
+        "Ready nodes; 1 PDBs allow the evictions"
+    )
+    skipped = assess(
+        nodes,
+        pods,
+        [pdb("web", "web", 0)],
+        ["a"],
+        resource="nvidia.com/gpu",
+        check_gpus=False,
+        check_pdbs=False,
+    )
+    assert skipped.ok and skipped.gpus is None
+
+
+def test_the_pdb_named_in_a_refusal_is_read_from_its_cause() -> None:
+    causes = [
+        {
+            "reason": "DisruptionBudget",
+            "message": "The disruption budget web needs 2 healthy pods and has 2 currently",
+        }
+    ]
+    assert pdb_from_refusal("serving", causes, "fallback") == "serving/web"
+    assert pdb_from_refusal("serving", [], "fallback") == "fallback"

@@ -1,0 +1,76 @@
+"""Slack settings from the environment, the vote ids clicks become, and `notify.slack` args."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+from pydantic import ValidationError
+
+from pitstop.module_args.notify import SlackArgs
+from pitstop.slack.config import SlackConfigError, SlackSettings, run_default_channel
+from pitstop.slack.contracts import ButtonValue
+from pitstop.slack.votes import decision, update_id
+
+
+def test_settings_come_from_the_environment_and_secrets_stay_hidden() -> None:
+    settings = SlackSettings.from_env(
+        {
+            "SLACK_BOT_TOKEN": "xoxb-1",
+            "SLACK_SIGNING_SECRET": "s3cret",
+            "SLACK_DEFAULT_CHANNEL": " #ops ",
+            "SLACK_API_URL": "http://127.0.0.1:9/api",
+            "PITSTOP_UI_URL": "https://temporal.example",
+        }
+    )
+    assert settings.token() == "xoxb-1" and settings.default_channel == "#ops"
+    assert settings.api_url == "http://127.0.0.1:9/api/"  # slack_sdk appends the method name
+    assert "xoxb-1" not in repr(settings) and "s3cret" not in repr(settings)
+    assert SlackSettings.from_env({}).api_url == "https://slack.com/api/"
+
+
+def test_a_bad_api_url_is_refused_with_the_variable_named() -> None:
+    with pytest.raises(SlackConfigError, match=re.escape("SLACK_API_URL='slack.com/api' must be an http")):
+        SlackSettings.from_env({"SLACK_API_URL": "slack.com/api"})
+
+
+def test_the_bridge_names_every_missing_variable() -> None:
+    with pytest.raises(
+        SlackConfigError, match="needs SLACK_BOT_TOKEN, SLACK_SIGNING_SECRET in its environment"
+    ):
+        SlackSettings.from_env({}).require_bridge()
+    socket = SlackSettings.from_env({"SLACK_BOT_TOKEN": "xoxb-1"})
+    with pytest.raises(SlackConfigError, match="needs SLACK_APP_TOKEN in"):
+        socket.require_bridge(socket_mode=True)
+    with pytest.raises(SlackConfigError, match="SLACK_BOT_TOKEN is not set"):
+        SlackSettings.from_env({}).token()
+
+
+def test_the_run_default_channel_is_unset_when_empty() -> None:
+    assert run_default_channel({"SLACK_DEFAULT_CHANNEL": "  "}) is None
+    assert run_default_channel({"SLACK_DEFAULT_CHANNEL": "#runs"}) == "#runs"
+
+
+def test_one_click_is_one_update_id_and_different_clicks_are_not() -> None:
+    button = ButtonValue(run="r", gate="canary:before")
+    click = update_id("1700000000.000100", "U1", button, True)
+    assert click == update_id("1700000000.000100", "U1", button, True)
+    assert click == "slack-1700000000.000100-U1-canary:before-approve"
+    others = {
+        update_id("1700000000.000100", "U1", button, False),
+        update_id("1700000000.000100", "U2", button, True),
+        update_id("1700000000.000999", "U1", button, True),
+        update_id(
+            "1700000000.000100", "U1", ButtonValue(run="r", gate="canary:before", escalated=True), True
+        ),
+    }
+    assert click not in others and len(others) == 4
+    assert decision("g", True, "bob", "U1").source == "slack:U1"
+
+
+def test_notify_slack_needs_text_or_blocks() -> None:
+    with pytest.raises(ValidationError, match=re.escape("notify.slack needs `text` or `blocks`")):
+        SlackArgs.model_validate({"channel": "#ops"})
+    with pytest.raises(ValidationError, match="Extra inputs are not permitted"):
+        SlackArgs.model_validate({"text": "hi", "chanel": "#ops"})
+    assert SlackArgs.model_validate({"blocks": [{"type": "divider"}], "thread": "run"}).thread == "run"
