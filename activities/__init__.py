@@ -11,6 +11,7 @@ from typing import Any
 
 from activities.baseline import BASELINE_ACTIVITIES
 from activities.etcd import ETCD_ACTIVITIES
+from activities.gpu import GPU_ACTIVITIES
 from activities.kube import KUBE_ACTIVITIES
 from activities.notify import NOTIFY_ACTIVITIES
 from activities.plan import load_plan
@@ -27,4 +28,5 @@ ACTIVITIES: list[Callable[..., Any]] = [
     *RECORDS_ACTIVITIES,
     *NOTIFY_ACTIVITIES,
     *KUBE_ACTIVITIES,
+    *GPU_ACTIVITIES,
 ]

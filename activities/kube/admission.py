@@ -67,7 +67,12 @@ def stop_admission(call: ModuleCall) -> ModuleResult:
         ours = ADMISSION_STOPPED_BY in notes
         if ours and current == args.stop_policy:
             continue
-        changed.append(f"{name_of(queue)} ({current} -> {args.stop_policy})")
+        shown = (
+            f"already {current}, recorded"
+            if current == args.stop_policy
+            else f"{current} -> {args.stop_policy}"
+        )
+        changed.append(f"{name_of(queue)} ({shown})")
         if call.check_mode:
             continue
         # The policy before pitstop's first stop is the one to restore, not our own Hold.

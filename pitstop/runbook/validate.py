@@ -207,6 +207,8 @@ def _check_gate(runbook: Runbook, gate: Gate, node: Node) -> None:
 
 def _resolve_hosts(stage: Stage, node: Node, inventory: Inventory) -> None:
     at = node.child("hosts")
+    if stage.hosts.strip() in ("localhost", "127.0.0.1") and "localhost" not in inventory.hosts:
+        return  # implicit localhost, as in Ansible: the worker itself
     try:
         inventory.resolve(stage.hosts)
     except PatternError as exc:

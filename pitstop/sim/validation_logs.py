@@ -12,6 +12,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from pitstop.gpu import emit
 from pitstop.sim.models import NodeProfile
 
 Obj = dict[str, Any]
@@ -63,70 +64,50 @@ def _failing(profile: NodeProfile, test: str) -> bool:
     return test.lower() in wanted or short in wanted
 
 
+def _command(pod: Obj) -> list[str]:
+    containers = (pod.get("spec") or {}).get("containers") or [{}]
+    return [str(a) for a in (containers[0].get("command") or []) + (containers[0].get("args") or [])]
+
+
+def _level(pod: Obj) -> int:
+    command = _command(pod)
+    for flag in ("-r", "--run"):
+        if flag in command and command.index(flag) + 1 < len(command):
+            value = command[command.index(flag) + 1]
+            if value.isdigit():
+                return int(value)
+    return 3
+
+
 def dcgm(kind: str, profile: NodeProfile, pod: Obj) -> ValidationOutcome:
-    width = 47
-    lines = [
-        "Successfully ran diagnostic for group.",
-        "+---------------------------+------------------------------------------------+",
-        "| Diagnostic                | Result                                         |",
-        "+===========================+================================================+",
-        "|-----  Metadata  ----------+------------------------------------------------|",
-        f"| DCGM Version              | {'3.3.7':<{width}}|",
-        f"| Driver Version Detected   | {profile.driver_version:<{width}}|",
-        f"| GPU Device IDs Detected   | {','.join(['2330'] * profile.gpus):<{width}}|"[:80],
-    ]
-    failed = False
-    for section, tests in DCGM_TESTS:
-        lines.append(f"|-----  {section + ' ':-<19}+------------------------------------------------|")
-        for test in tests:
-            if _failing(profile, test) or profile.health.fails(kind):
-                failed = failed or _failing(profile, test)
-                result = "Fail"
-            else:
-                result = "Pass"
-            lines.append(f"| {test:<26}| {result:<{width}}|")
-            if result == "Fail":
-                lines.append(f"| Warning                   | {'GPU 0: ' + test + ' check failed':<{width}}|")
-    lines.append("+---------------------------+------------------------------------------------+")
-    failed = failed or profile.health.fails(kind)
-    return ValidationOutcome(succeeded=not failed, log="\n".join(lines) + "\n")
+    """`dcgmi diag -r N -j`: JSON, the tests of that level, failures with their DCGM_FR_* reason."""
+    failing = list(profile.health.dcgm_failures)
+    if profile.health.fails(kind):
+        failing.append("Diagnostic")
+    text = emit.dcgm_diag_json(_level(pod), profile.gpus, failing)
+    failed = any('"status": "Fail"' in line for line in text.splitlines())
+    return ValidationOutcome(succeeded=not failed, log=text)
 
 
 def nccl(kind: str, profile: NodeProfile, pod: Obj) -> ValidationOutcome:
     busbw = 0.0 if profile.health.fails(kind) else profile.health.nccl_busbw_gbps
-    lines = [
-        "# nThread 1 nGpus 1 minBytes 8 maxBytes 8589934592 step: 2(factor) warmup iters: 5 iters: 20",
-        "#",
-        "# Using devices",
-    ]
-    lines += [
-        f"#  Rank {i:2d} Group  0 Pid   {1000 + i} on {profile.name:>12} device  {i} [0x{i:02x}] "
-        f"{profile.gpu_product}"
-        for i in range(max(1, profile.gpus))
-    ]
-    lines += [
-        "#",
-        "#" + " " * 62 + "out-of-place" + " " * 23 + "in-place",
-        "#       size         count      type   redop    root     time   algbw   busbw #wrong"
-        "     time   algbw   busbw #wrong",
-        "#        (B)    (elements)                               (us)  (GB/s)  (GB/s)"
-        "            (us)  (GB/s)  (GB/s)",
-    ]
-    size = 1 << 20
-    while size <= 8 << 30:
-        ramp = min(1.0, size / float(512 << 20))
-        bw = busbw * (0.15 + 0.85 * ramp)
-        alg = bw * max(1, profile.gpus) / (2 * max(1, profile.gpus - 1)) if profile.gpus > 1 else bw
-        time_us = size / max(alg, 0.001) / 1000
-        lines.append(
-            f"{size:12d} {size // 4:13d}     float     sum      -1 {time_us:8.1f} {alg:7.2f} {bw:7.2f}      0"
-            f" {time_us:8.1f} {alg:7.2f} {bw:7.2f}      0"
-        )
-        size <<= 2
-    lines += ["# Out of bounds values : 0 OK", f"# Avg bus bandwidth    : {busbw:.2f} ", "#"]
+    log = emit.nccl_all_reduce(profile.name, profile.gpu_product, profile.gpus, busbw)
     if profile.health.fails(kind):
-        lines.append(f"{profile.name}: Test NCCL failure common.cu:1005 'unhandled system error'")
-    return ValidationOutcome(succeeded=not profile.health.fails(kind), log="\n".join(lines) + "\n")
+        log += f"{profile.name}: Test NCCL failure common.cu:1005 'unhandled system error'\n"
+    return ValidationOutcome(succeeded=not profile.health.fails(kind), log=log)
+
+
+def cuda(kind: str, profile: NodeProfile, pod: Obj) -> ValidationOutcome:
+    visible = 0 if profile.health.fails(kind) else profile.gpus
+    log = emit.device_query(profile.gpu_product, visible)
+    return ValidationOutcome(succeeded=visible > 0, log=log)
+
+
+def p2p(kind: str, profile: NodeProfile, pod: Obj) -> ValidationOutcome:
+    # NVLink peer bandwidth follows the node's NCCL figure: a degraded fabric shows in both.
+    peer = profile.health.nccl_busbw_gbps
+    log = emit.p2p_bandwidth(profile.gpus, peer)
+    return ValidationOutcome(succeeded=not profile.health.fails(kind), log=log)
 
 
 def _generic(kind: str, profile: NodeProfile, pod: Obj) -> ValidationOutcome:
@@ -142,3 +123,5 @@ def _generic(kind: str, profile: NodeProfile, pod: Obj) -> ValidationOutcome:
 
 register_log_producer("dcgm", dcgm)
 register_log_producer("nccl", nccl)
+register_log_producer("cuda", cuda)
+register_log_producer("p2p", p2p)

@@ -105,3 +105,18 @@ def test_p2p_matrices_expose_the_slowest_pair() -> None:
     enabled = matrices[1]
     assert enabled.gpus == 3
     assert enabled.min_peer() == pytest.approx(121.40)  # GPU1 -> GPU2 link is degraded
+
+
+def test_emitted_outputs_parse_back_to_their_figures() -> None:
+    from pitstop.gpu import emit
+
+    diag = parse_dcgm_diag(emit.dcgm_diag_json(3, 8, ["Memory"]))
+    assert [(f.test, f.gpu, f.reason) for f in diag.failures] == [
+        ("GPU Memory", "0", "DCGM_FR_FAULTY_MEMORY")
+    ]
+    assert parse_dcgm_diag(emit.dcgm_diag_json(1, 8, [])).tests_run == 9  # level 1: deployment checks only
+    nccl = parse_nccl(emit.nccl_all_reduce("gpu-node-004", "NVIDIA-H100", 8, 118.0))
+    assert nccl.avg_busbw_gbps == pytest.approx(118.0)
+    assert nccl.peak_busbw_gbps > 118.0
+    assert parse_device_query(emit.device_query("NVIDIA-H100", 8)).device_count == 8
+    assert parse_p2p(emit.p2p_bandwidth(4, 390.0, slow_pair=(1, 2), slow_gbps=120.0))[1].min_peer() == 120.0

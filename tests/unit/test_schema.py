@@ -24,7 +24,8 @@ def _shipped() -> list[Path]:
     return [
         p
         for p in sorted(root.rglob("*.yaml"))
-        if "compat" not in p.relative_to(root).parts[:1] and not p.name.startswith("schedules")
+        # Compatibility data, schedules and simulator scenarios are other formats.
+        if p.relative_to(root).parts[0] not in ("compat", "scenarios") and not p.name.startswith("schedules")
     ]
 
 

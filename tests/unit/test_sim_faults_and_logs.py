@@ -64,9 +64,15 @@ def test_dcgm_log_fails_the_tests_in_the_health_profile() -> None:
     broken = produce("dcgm", profile(dcgm_failures=["Memory", "PCIe"]), {})
     assert healthy.succeeded and "Fail" not in healthy.log
     assert not broken.succeeded
-    assert "| GPU Memory                | Fail" in broken.log
-    assert "| PCIe                      | Fail" in broken.log
-    assert "| Targeted Power            | Pass" in broken.log
+    # `dcgmi diag -j` JSON, as the gpu.dcgm_diag module parses it.
+    from pitstop.gpu.dcgm import parse_dcgm_diag
+
+    report = parse_dcgm_diag(broken.log)
+    assert {(f.test, f.reason) for f in report.failures} == {
+        ("GPU Memory", "DCGM_FR_FAULTY_MEMORY"),
+        ("PCIe", "DCGM_FR_PCIE_REPLAY_VIOLATION"),
+    }
+    assert parse_dcgm_diag(healthy.log).passed
 
 
 def test_nccl_log_reports_the_profile_bandwidth() -> None:

@@ -192,11 +192,8 @@ def test_wait_node_ready_waits_out_a_reboot_and_times_out_on_a_node_that_never_r
 ) -> None:
     sim = start_sim(CLUSTER)
     sim.reboot("gpu-node-001")
-    sim.wait_for(lambda s: "Ready=" in str(s.get("nodes", "gpu-node-001")), what="node status")
     planned = module_runner(wait_node_ready, sim, {}, check_mode=True)
-    assert planned.msg.startswith(
-        "would wait for gpu-node-001 to become Ready (now: Ready="
-    ) or planned.msg == ("gpu-node-001 is Ready")
+    assert planned.msg.startswith("would wait for gpu-node-001 to become Ready (now: Ready=Unknown")
     ready = module_runner(wait_node_ready, sim, {"poll_interval_seconds": 0.1, "timeout_seconds": 20})
     assert ready.msg == "gpu-node-001 is Ready"
     assert sim.counters().reboots == {"gpu-node-001": 1}

@@ -17,7 +17,7 @@ from datetime import timedelta
 from pathlib import Path
 
 import pytest
-from temporalio.client import Client, WorkflowHandle
+from temporalio.client import Client, WorkflowExecutionStatus, WorkflowHandle
 
 from pitstop.contracts import RunReport, RunRequest
 from pitstop.settings import Settings
@@ -34,6 +34,7 @@ FLASH_SECONDS = 100
 RUNBOOK = """
 name: firmware-rollout
 hosts: {node}
+serial: 1
 tasks:
   - name: flash
     ssh.firmware_update: {{target: "{target}", image: "{image}"}}
@@ -74,6 +75,9 @@ async def test_killing_the_worker_mid_flash_does_not_flash_twice(
     )
 
     async def flash_started() -> bool:
+        if (await handle.describe()).status != WorkflowExecutionStatus.RUNNING:
+            report = await handle.result()
+            raise AssertionError(f"the run ended before the flash started: {report.status} {report.msg}")
         return sim.counters().firmware_flashes.get(NODE, 0) >= 1
 
     await wait_for("the flash to start", flash_started)

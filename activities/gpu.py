@@ -1,0 +1,176 @@
+"""`gpu.*`: node self-checks run as Kubernetes Jobs on the node, judged from their output.
+
+Each module builds a `kube.job` call (pinned to the node, tolerating the cordon and the
+maintenance taint, labelled `pitstop.dev/validation=<kind>`), runs it through the same code
+as `kube.job` — deterministic Job name, resumable after a worker crash — and parses the
+tool's real output format with `pitstop.gpu`.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from temporalio import activity
+
+from activities._args import parse_args
+from activities.baseline import load as load_baseline
+from activities.kube.job import run_job
+from pitstop.baseline import Threshold, compare
+from pitstop.contracts import ModuleCall, ModuleResult
+from pitstop.gpu.cuda import CudaParseError, parse_device_query, parse_p2p
+from pitstop.gpu.dcgm import DiagParseError, parse_dcgm_diag
+from pitstop.gpu.nccl import NcclParseError, parse_nccl
+from pitstop.module_args.gpu import CudaCheckArgs, DcgmDiagArgs, NcclTestArgs, P2PCheckArgs, ValidationJob
+
+GPU_COUNT_LABEL = "nvidia.com/gpu.count"
+
+
+def _node_gpus(call: ModuleCall) -> int:
+    labels = call.host_vars.get("labels") or {}
+    try:
+        return int(labels.get(GPU_COUNT_LABEL) or call.host_vars.get("gpu_count") or 0)
+    except (TypeError, ValueError):
+        return 0
+
+
+def _job(call: ModuleCall, args: ValidationJob, kind: str, image: str, command: list[str]) -> ModuleResult:
+    job_args: dict[str, Any] = {
+        "image": image,
+        "command": command,
+        "name": f"pitstop-{kind}",
+        "namespace": args.namespace,
+        "labels": {"pitstop.dev/validation": kind},
+        "gpus": args.gpus if args.gpus is not None else _node_gpus(call),
+        "timeout_seconds": args.timeout_seconds,
+        "poll_interval_seconds": args.poll_interval_seconds,
+    }
+    if args.node:
+        job_args["node"] = args.node
+    result: ModuleResult = run_job(call.model_copy(update={"module": "kube.job", "args": job_args}))
+    return result
+
+
+def _checked(call: ModuleCall, what: str) -> ModuleResult | None:
+    if call.check_mode:
+        return ModuleResult(changed=False, msg=f"would run {what} as a Job on {call.host}")
+    return None
+
+
+@activity.defn(name="module.gpu.dcgm_diag")
+def dcgm_diag(call: ModuleCall) -> ModuleResult:
+    args = parse_args(DcgmDiagArgs, call)
+    if (skipped := _checked(call, f"dcgmi diag -r {args.level}")) is not None:
+        return skipped
+    job = _job(call, args, "dcgm", args.image, ["dcgmi", "diag", "-r", str(args.level), "-j"])
+    try:
+        report = parse_dcgm_diag(job.stdout or "")
+    except DiagParseError as exc:
+        return ModuleResult(
+            failed=True, msg=f"DCGM diag: {exc} ({job.msg})", stdout=job.stdout, data=job.data
+        )
+    data = {**job.data, "level": args.level, **report.model_dump(mode="json")}
+    if not report.passed or job.failed:
+        msg = report.summary() if not report.passed else f"DCGM diag Job failed: {job.msg}"
+        return ModuleResult(failed=True, msg=msg, data=data)
+    return ModuleResult(msg=f"level {args.level}: {report.summary()}", data=data)
+
+
+@activity.defn(name="module.gpu.nccl_test")
+def nccl_test(call: ModuleCall) -> ModuleResult:
+    args = parse_args(NcclTestArgs, call)
+    if (skipped := _checked(call, args.binary)) is not None:
+        return skipped
+    gpus = args.gpus if args.gpus is not None else _node_gpus(call)
+    command = [args.binary, "-b", args.min_bytes, "-e", args.max_bytes, "-f", "4", "-g", str(max(1, gpus))]
+    job = _job(call, args, "nccl", args.image, command)
+    try:
+        result = parse_nccl(job.stdout or "")
+    except NcclParseError as exc:
+        return ModuleResult(
+            failed=True, msg=f"{args.binary}: {exc} ({job.msg})", stdout=job.stdout, data=job.data
+        )
+    busbw = result.avg_busbw_gbps
+    data: dict[str, Any] = {
+        **job.data,
+        "avg_busbw_gbps": busbw,
+        "peak_busbw_gbps": result.peak_busbw_gbps,
+        "wrong": result.wrong_total,
+    }
+    problems: list[str] = []
+    if job.failed:
+        problems.append(f"the Job failed ({job.msg})")
+    if result.wrong_total:
+        problems.append(f"{result.wrong_total} wrong results (data corruption)")
+    if args.min_busbw_gbps is not None and busbw < args.min_busbw_gbps:
+        problems.append(f"avg bus bandwidth {busbw:g} GB/s is below the minimum {args.min_busbw_gbps:g} GB/s")
+    if args.baseline_product and args.baseline_pool:
+        baseline = load_baseline(args.baseline_store, args.baseline_product, args.baseline_pool)
+        if "nccl_busbw_gbps" in baseline.metrics:
+            [dev] = compare(
+                baseline,
+                {"nccl_busbw_gbps": busbw},
+                {"nccl_busbw_gbps": Threshold(max_deviation_pct=args.max_deviation_pct)},
+            )
+            data["baseline"] = dev.model_dump()
+            if not dev.ok:
+                problems.append(dev.describe())
+        else:
+            data["baseline"] = None
+    if problems:
+        return ModuleResult(
+            failed=True, msg=f"{args.binary} on {call.host}: " + "; ".join(problems), data=data
+        )
+    return ModuleResult(msg=f"{args.binary}: avg bus bandwidth {busbw:g} GB/s", data=data)
+
+
+@activity.defn(name="module.gpu.cuda_check")
+def cuda_check(call: ModuleCall) -> ModuleResult:
+    args = parse_args(CudaCheckArgs, call)
+    if (skipped := _checked(call, "deviceQuery")) is not None:
+        return skipped
+    job = _job(call, args, "cuda", args.image, ["/cuda-samples/deviceQuery"])
+    try:
+        query = parse_device_query(job.stdout or "")
+    except CudaParseError as exc:
+        return ModuleResult(
+            failed=True, msg=f"deviceQuery: {exc} ({job.msg})", stdout=job.stdout, data=job.data
+        )
+    expected = args.expected_devices if args.expected_devices is not None else _node_gpus(call)
+    data = {**job.data, **query.model_dump()}
+    if not query.passed or (expected and query.device_count != expected):
+        return ModuleResult(
+            failed=True,
+            msg=(
+                f"deviceQuery: {query.device_count} of {expected} GPUs visible, "
+                f"result {'PASS' if query.passed else 'FAIL'}"
+            ),
+            data=data,
+        )
+    return ModuleResult(msg=f"deviceQuery: {query.device_count} GPUs, Result = PASS", data=data)
+
+
+@activity.defn(name="module.gpu.p2p_check")
+def p2p_check(call: ModuleCall) -> ModuleResult:
+    args = parse_args(P2PCheckArgs, call)
+    if (skipped := _checked(call, "p2pBandwidthLatencyTest")) is not None:
+        return skipped
+    job = _job(call, args, "p2p", args.image, ["/cuda-samples/p2pBandwidthLatencyTest"])
+    try:
+        matrices = parse_p2p(job.stdout or "")
+    except CudaParseError as exc:
+        return ModuleResult(failed=True, msg=f"p2p: {exc} ({job.msg})", stdout=job.stdout, data=job.data)
+    writes = next(
+        (m for m in matrices if "P2P=Enabled" in m.title and "Unidirectional" in m.title), matrices[0]
+    )
+    slowest = writes.min_peer()
+    data = {**job.data, "min_peer_gbps": slowest, "gpus": writes.gpus}
+    if slowest < args.min_peer_gbps:
+        return ModuleResult(
+            failed=True,
+            msg=f"p2p: slowest GPU pair {slowest:g} GB/s is below the minimum {args.min_peer_gbps:g} GB/s",
+            data=data,
+        )
+    return ModuleResult(msg=f"p2p: slowest GPU pair {slowest:g} GB/s", data=data)
+
+
+GPU_ACTIVITIES = [dcgm_diag, nccl_test, cuda_check, p2p_check]

@@ -1,0 +1,83 @@
+"""Args of the `gpu.*` validation modules: each runs as a Kubernetes Job pinned to the node
+(through `kube.job`) and parses the real output format of its tool."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+from pydantic import Field
+
+from pitstop.modules import ModuleArgs, ModuleSpec, RetryDefaults, register
+
+
+class ValidationJob(ModuleArgs):
+    node: str | None = Field(default=None, description="Node; defaults to the host's node_name or name.")
+    namespace: str = Field(default="gpu-validation", description="Namespace of the validation Job.")
+    gpus: int | None = Field(
+        default=None,
+        ge=0,
+        description="GPUs the Job asks for (default: the node's nvidia.com/gpu.count label).",
+    )
+    timeout_seconds: float = Field(default=3600, gt=0, description="Give up on the Job after this.")
+    poll_interval_seconds: float = Field(default=5.0, gt=0, description="How often to look at the Job.")
+
+
+class DcgmDiagArgs(ValidationJob):
+    level: int = Field(default=3, ge=1, le=4, description="dcgmi diag -r level: 1 quick … 4 extended.")
+    image: str = Field(
+        default="nvcr.io/nvidia/cloud-native/dcgm:3.3.7-1-ubuntu22.04", description="DCGM image."
+    )
+
+
+class NcclTestArgs(ValidationJob):
+    min_busbw_gbps: float | None = Field(
+        default=None, ge=0, description="Fail below this average bus bandwidth."
+    )
+    baseline_product: str | None = Field(default=None, description="Compare with this product's baseline…")
+    baseline_pool: str | None = Field(default=None, description="…of this node pool (baseline.record).")
+    max_deviation_pct: float = Field(default=5.0, ge=0, description="Allowed drop below the baseline.")
+    baseline_store: str | None = Field(default=None, description="Baseline directory (see baseline.record).")
+    image: str = Field(default="ghcr.io/nvidia/nccl-tests:2.13.10", description="nccl-tests image.")
+    binary: str = Field(default="all_reduce_perf", description="nccl-tests binary.")
+    min_bytes: str = Field(default="1M")
+    max_bytes: str = Field(default="8G")
+
+
+class CudaCheckArgs(ValidationJob):
+    expected_devices: int | None = Field(default=None, ge=0, description="Default: the node's GPU count.")
+    image: str = Field(default="nvcr.io/nvidia/k8s/cuda-sample:devicequery", description="deviceQuery image.")
+
+
+class P2PCheckArgs(ValidationJob):
+    min_peer_gbps: float = Field(
+        default=300.0, ge=0, description="Fail when any GPU pair is slower (P2P writes)."
+    )
+    image: str = Field(default="nvcr.io/nvidia/k8s/cuda-sample:p2pbandwidthlatencytest", description="Image.")
+
+
+def _spec(name: str, model: type[ModuleArgs], summary: str) -> ModuleSpec:
+    return register(
+        ModuleSpec(
+            name=name,
+            args_model=model,
+            summary=summary,
+            supports_check_mode=True,
+            start_to_close=timedelta(hours=2),
+            heartbeat_timeout=timedelta(seconds=60),
+            retry=RetryDefaults(maximum_attempts=3),
+        )
+    )
+
+
+DCGM_DIAG = _spec(
+    "gpu.dcgm_diag", DcgmDiagArgs, "DCGM diagnostics (levels 1-4) as a Job; failures with DCGM_FR_*."
+)
+NCCL_TEST = _spec(
+    "gpu.nccl_test", NcclTestArgs, "nccl-tests all_reduce as a Job; bus bandwidth vs minimum and baseline."
+)
+CUDA_CHECK = _spec(
+    "gpu.cuda_check", CudaCheckArgs, "CUDA deviceQuery as a Job: every GPU visible, Result = PASS."
+)
+P2P_CHECK = _spec(
+    "gpu.p2p_check", P2PCheckArgs, "p2pBandwidthLatencyTest as a Job: slowest GPU pair vs minimum."
+)
