@@ -14,6 +14,7 @@ from activities.etcd import ETCD_ACTIVITIES
 from activities.gpu import GPU_ACTIVITIES
 from activities.kube import KUBE_ACTIVITIES
 from activities.notify import NOTIFY_ACTIVITIES
+from activities.observe import OBSERVE_ACTIVITIES
 from activities.plan import load_plan
 from activities.records import RECORDS_ACTIVITIES
 from activities.ssh import SSH_ACTIVITIES
@@ -29,4 +30,5 @@ ACTIVITIES: list[Callable[..., Any]] = [
     *NOTIFY_ACTIVITIES,
     *KUBE_ACTIVITIES,
     *GPU_ACTIVITIES,
+    *OBSERVE_ACTIVITIES,
 ]

@@ -1,0 +1,103 @@
+"""kube.job: a Job pinned to a node with the maintenance tolerations, its logs returned."""
+
+from __future__ import annotations
+
+from activities.kube.job import run_job
+from pitstop.kube.names import job_name
+from tests.integration.kube.conftest import ModuleRunner, StartSim
+
+CLUSTER = """
+cluster:
+  nodes: 3
+  domains: 1
+  node_overrides:
+    gpu-node-003: {unschedulable: true, taints: [{key: pitstop.dev/maintenance, effect: NoSchedule}]}
+timing: {time_scale: 20, validation_seconds: {dcgm: 20}, job_seconds: 10, pod_start_seconds: 1}
+health:
+  nodes:
+    gpu-node-002: {dcgm_failures: [Memory]}
+"""
+DCGM = {
+    "image": "nvcr.io/nvidia/cloud-native/dcgm:3.3.7",
+    "command": ["dcgmi", "diag", "-r", "3"],
+    "name": "dcgm-diag",
+    "labels": {"pitstop.dev/validation": "dcgm"},
+    "gpus": 8,
+    "poll_interval_seconds": 0.1,
+    "timeout_seconds": 60,
+}
+
+
+def test_a_validation_job_returns_its_log_and_is_deleted_afterwards(
+    start_sim: StartSim, module_runner: ModuleRunner
+) -> None:
+    sim = start_sim(CLUSTER)
+    result = module_runner(run_job, sim, DCGM, run_id="run-3", task_path="validate/0")
+    name = job_name("dcgm-diag", "run-3", "validate/0", "gpu-node-001")
+    assert (result.changed, result.failed, result.rc) == (True, False, 0)
+    assert result.msg == f"Job default/{name} succeeded on gpu-node-001"
+    assert result.stdout is not None and "| GPU Memory                | Pass" in result.stdout
+    assert result.data["pod"].startswith(name)
+    sim.wait_for(lambda s: s.get("jobs", name, "default") is None, timeout=10, what="the Job to be deleted")
+
+
+def test_a_failing_validation_fails_the_task_and_a_kept_job_is_not_run_twice(
+    start_sim: StartSim, module_runner: ModuleRunner
+) -> None:
+    sim = start_sim(CLUSTER)
+    args = {**DCGM, "keep": True}
+    result = module_runner(run_job, sim, args, host="gpu-node-002")
+    assert (result.changed, result.failed, result.rc) == (True, True, 1)
+    assert result.stdout is not None and "| GPU Memory                | Fail" in result.stdout
+    name = result.data["job"]
+    job = sim.get("jobs", name, "default")
+    assert job is not None
+    pod_spec = job["spec"]["template"]["spec"]
+    assert pod_spec["nodeName"] == "gpu-node-002"
+    assert job["metadata"]["labels"] == {
+        "pitstop.dev/validation": "dcgm",
+        "pitstop.dev/managed-by": "pitstop",
+    }
+    again = module_runner(run_job, sim, args, host="gpu-node-002")
+    assert (again.changed, again.failed, again.data["job"]) == (False, True, name)
+    assert len(sim.list("pods", "default", label_selector=f"job-name={name}")) == 1
+
+
+def test_a_job_pinned_by_node_selector_tolerates_a_cordoned_maintenance_node(
+    start_sim: StartSim, module_runner: ModuleRunner
+) -> None:
+    sim = start_sim(CLUSTER)
+    result = module_runner(
+        run_job,
+        sim,
+        {"image": "busybox:1.36", "command": ["true"], "pin": "node_selector", "poll_interval_seconds": 0.1},
+        host="gpu-node-003",
+    )
+    assert (result.failed, result.data["status"]) == (False, "succeeded")
+    assert result.stdout is not None and result.stdout.endswith("done\n")
+
+
+def test_check_mode_validates_the_job_without_creating_it(
+    start_sim: StartSim, module_runner: ModuleRunner
+) -> None:
+    sim = start_sim(CLUSTER)
+    planned = module_runner(run_job, sim, DCGM, check_mode=True)
+    name = planned.data["job"]
+    assert planned.changed
+    assert planned.msg == (
+        f"would run Job default/{name} on gpu-node-001 (image nvcr.io/nvidia/cloud-native/dcgm:3.3.7); "
+        "it would be created"
+    )
+    assert sim.list("jobs", "default") == []
+
+
+def test_a_retried_attempt_returns_the_recorded_outcome_instead_of_running_again(
+    start_sim: StartSim, module_runner: ModuleRunner
+) -> None:
+    sim = start_sim(CLUSTER)
+    first = module_runner(run_job, sim, DCGM)
+    recorded = module_runner.heartbeats[-1]
+    assert recorded["result"]["data"]["status"] == "succeeded"
+    retried = module_runner(run_job, sim, DCGM, heartbeat_details=[recorded])
+    assert retried == first
+    assert len(sim.list("pods", "default", label_selector=f"job-name={first.data['job']}")) <= 1
