@@ -36,7 +36,7 @@ from pitstop.kube.names import job_name
 from pitstop.kube.objects import Obj, meta, name_of, pod_phase
 from pitstop.module_args.kube import JobArgs
 
-LOG_BYTES = 32 * 1024
+LOG_BYTES = 48 * 1024  # under the 64 KiB a result field may hold in history
 CONTAINER = "main"
 
 

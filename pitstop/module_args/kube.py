@@ -243,7 +243,9 @@ class JobArgs(NodeArgs):
     timeout_seconds: float = Field(default=1800, gt=0, description="Give up (and delete the Job) after this.")
     poll_interval_seconds: float = Field(default=5.0, gt=0, description="How often to look at the Job.")
     keep: bool = Field(default=False, description="Keep the Job (and its pods) afterwards.")
-    log_lines: int = Field(default=500, ge=1, description="Last lines of the pod's log returned.")
+    log_lines: int = Field(
+        default=2000, ge=1, description="Last lines of the pod's log returned (at most 48 KiB)."
+    )
 
 
 # --- generic ----------------------------------------------------------------------------------

@@ -45,12 +45,17 @@ def _model_schema(model: type[BaseModel], defs: dict[str, Any]) -> dict[str, Any
 
 
 def _templated(schema: dict[str, Any]) -> dict[str, Any]:
-    """Each argument also accepts a template string (rendered at run time)."""
+    """Each argument, and each value nested in a mapping or list argument, also accepts a
+    template string (rendered at run time): `metrics: {busbw: "{{ nccl.avg }}"}`."""
     out = copy.deepcopy(schema)
     for name, prop in out.get("properties", {}).items():
-        out["properties"][name] = {"anyOf": [prop, TEMPLATE_STRING]}
-    if out.get("additionalProperties") not in (None, False):
-        out["additionalProperties"] = {"anyOf": [out["additionalProperties"], TEMPLATE_STRING]}
+        out["properties"][name] = {"anyOf": [_templated(prop), TEMPLATE_STRING]}
+    if isinstance(out.get("additionalProperties"), dict):
+        out["additionalProperties"] = {"anyOf": [_templated(out["additionalProperties"]), TEMPLATE_STRING]}
+    if isinstance(out.get("items"), dict):
+        out["items"] = {"anyOf": [_templated(out["items"]), TEMPLATE_STRING]}
+    if isinstance(out.get("anyOf"), list):
+        out["anyOf"] = [_templated(option) if isinstance(option, dict) else option for option in out["anyOf"]]
     return out
 
 

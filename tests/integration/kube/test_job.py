@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from activities.kube.job import run_job
+from pitstop.gpu.dcgm import parse_dcgm_diag
 from pitstop.kube.names import job_name
 from tests.integration.kube.conftest import ModuleRunner, StartSim
 
@@ -36,7 +37,9 @@ def test_a_validation_job_returns_its_log_and_is_deleted_afterwards(
     name = job_name("dcgm-diag", "run-3", "validate/0", "gpu-node-001")
     assert (result.changed, result.failed, result.rc) == (True, False, 0)
     assert result.msg == f"Job default/{name} succeeded on gpu-node-001"
-    assert result.stdout is not None and "| GPU Memory                | Pass" in result.stdout
+    assert result.stdout is not None
+    report = parse_dcgm_diag(result.stdout)
+    assert report.passed and report.tests_run > 8
     assert result.data["pod"].startswith(name)
     sim.wait_for(lambda s: s.get("jobs", name, "default") is None, timeout=10, what="the Job to be deleted")
 
@@ -48,7 +51,10 @@ def test_a_failing_validation_fails_the_task_and_a_kept_job_is_not_run_twice(
     args = {**DCGM, "keep": True}
     result = module_runner(run_job, sim, args, host="gpu-node-002")
     assert (result.changed, result.failed, result.rc) == (True, True, 1)
-    assert result.stdout is not None and "| GPU Memory                | Fail" in result.stdout
+    assert result.stdout is not None
+    report = parse_dcgm_diag(result.stdout)
+    assert not report.passed
+    assert {f.test for f in report.failures} == {"GPU Memory"}
     name = result.data["job"]
     job = sim.get("jobs", name, "default")
     assert job is not None

@@ -64,9 +64,7 @@ async def test_killing_the_worker_mid_flash_does_not_flash_twice(
     image = nodes.firmware_image(TARGET)
     runbook = RUNBOOK.format(node=NODE, target=TARGET, image=image)
     files = write_bundle(tmp_path / "bundle", runbook, sim.inventory_path.read_text())
-    import time; T=time.monotonic(); print('A', flush=True)
     await worker.start()
-    print('started', time.monotonic()-T)
     handle: WorkflowHandle[object, RunReport] = await temporal_client.start_workflow(
         "RunbookWorkflow",
         RunRequest(runbook="runbook.yaml", inventory="inventory.yaml", files=files, requested_by="requester"),
@@ -83,15 +81,15 @@ async def test_killing_the_worker_mid_flash_does_not_flash_twice(
         return sim.counters().firmware_flashes.get(NODE, 0) >= 1
 
     await wait_for("the flash to start", flash_started)
-    print('flash started', time.monotonic()-T); worker.kill()
+    worker.kill()
     assert sim.ssh_info(NODE).running, "the updater runs on after its worker died"
     assert sim.node_profile(NODE).firmware_version != TARGET
     await worker.start()
-    print('restarted', time.monotonic()-T)
 
     report = await asyncio.wait_for(handle.result(), timeout=100)
+    async for ev in handle.fetch_history_events():
+        print(ev.event_time.ToDatetime().strftime('%S.%f')[:6], ev.event_type, flush=True)
 
-    print('done', time.monotonic()-T)
     assert report.status == "succeeded", report.msg
     tasks = {t.name: t for t in report.stages[0].hosts[0].tasks}
     assert tasks["flash"].status == "changed" and tasks["reboot"].status == "changed"
