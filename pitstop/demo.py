@@ -1,4 +1,5 @@
-"""`pitstop demo`: the embedded stack, a worker, and a runbook run end to end.
+"""`pitstop demo`: the embedded stack, the rehearsal cluster, a worker, and the GPU node
+maintenance runbook end to end (see `pitstop/demo_maintenance.py`).
 
 Gates are answered by a demo approver through the same `decide` Update path that the CLI,
 Slack and the Temporal UI use (`--interactive` leaves them to a person instead). The stack
@@ -11,35 +12,19 @@ from __future__ import annotations
 import asyncio
 import time
 import uuid
-from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from rich.console import Console
 from rich.live import Live
+from rich.table import Table
 from temporalio.client import Client, WorkflowHandle, WorkflowUpdateFailedError
 
 from pitstop.bundle import collect
 from pitstop.contracts import Decision, RunReport, RunRequest, RunStatus
 from pitstop.devstack import DevStack, StackConfig
 from pitstop.settings import Settings
-from pitstop.views import report_view, status_view, ui_link
-
-REPO = Path(__file__).resolve().parent.parent
-
-
-@dataclass(frozen=True)
-class DemoScenario:
-    runbook: Path
-    inventory: Path
-    approver: str
-    expected_status: str = "succeeded"
-
-
-DEFAULT_SCENARIO = DemoScenario(
-    runbook=REPO / "runbooks" / "examples" / "gated-rollout.yaml",
-    inventory=REPO / "runbooks" / "inventories" / "demo.yaml",
-    approver="alice",
-)
+from pitstop.views import report_view, status_view, styled, ui_link
 
 
 async def answer_gates(handle: WorkflowHandle[object, RunReport], approver: str, console: Console) -> None:
@@ -71,13 +56,16 @@ async def answer_gates(handle: WorkflowHandle[object, RunReport], approver: str,
 
 
 async def run_demo(
-    scenario: DemoScenario = DEFAULT_SCENARIO,
     *,
     interactive: bool = False,
     home: Path = Path(".pitstop"),
     console: Console | None = None,
+    approver: str = "alice",
 ) -> int:
+    """The maintenance runbook on the rehearsal cluster; 0 when the run behaved as it says."""
+    from pitstop import demo_maintenance as dm
     from pitstop.client import connect
+    from pitstop.runbook import load_runbook
     from worker import build_worker
 
     console = console or Console()
@@ -87,38 +75,90 @@ async def run_demo(
     with console.status("starting the embedded stack (Temporal, S3, etcd)…"):
         stack.up()
     console.print(f"stack up in {time.monotonic() - started:.1f}s — Temporal UI {stack.ui_url}")
-    settings = Settings(temporal_address=stack.temporal_address, home=home, ui_url=stack.ui_url)
-    client: Client = await connect(settings)
-    task_queue = f"pitstop-demo-{uuid.uuid4().hex[:6]}"
-    files, runbook_name, inventory_name = collect(scenario.runbook, scenario.inventory)
-    request = RunRequest(
-        runbook=runbook_name, inventory=inventory_name, files=files, requested_by="demo-requester"
-    )
-    run_id = f"demo-{time.strftime('%Y%m%d-%H%M%S')}"
-    async with build_worker(client, task_queue):
-        handle = await client.start_workflow(
-            "RunbookWorkflow", request, id=run_id, task_queue=task_queue, result_type=RunReport
+    workdir = home / "demo" / time.strftime("%Y%m%d-%H%M%S")
+    with console.status("starting the rehearsal cluster (12 GPU nodes, 3 failure domains, SSH per node)…"):
+        sim = dm.start_cluster(workdir)
+    try:
+        inventory = dm.write_inventory(sim, workdir / "inventory.yaml")
+        dm.apply_environment(dm.worker_environment(sim, workdir))
+        console.print(f"rehearsal cluster at {sim.url} (kubeconfig {sim.kubeconfig_path})")
+        target = str(load_runbook(dm.RUNBOOK).vars["firmware_target"])
+        settings = Settings(temporal_address=stack.temporal_address, home=home, ui_url=stack.ui_url)
+        client: Client = await connect(settings)
+        task_queue = f"pitstop-demo-{uuid.uuid4().hex[:6]}"
+        files, runbook_name, inventory_name = collect(dm.RUNBOOK, inventory)
+        request = RunRequest(
+            runbook=runbook_name,
+            inventory=inventory_name,
+            files=files,
+            vars={"poll_seconds": 0.5},
+            requested_by="demo-requester",
         )
-        link = ui_link(stack.ui_url, "default", run_id)
-        console.print(f"run [bold]{run_id}[/bold]: {link}")
-        approver = (
-            None if interactive else asyncio.ensure_future(answer_gates(handle, scenario.approver, console))
-        )
-        if interactive:
-            console.print(
-                f"gates wait for you: `pitstop approve {run_id} --as <approver>` or the Temporal UI"
+        run_id = f"demo-{time.strftime('%Y%m%d-%H%M%S')}"
+        async with build_worker(client, task_queue):
+            handle = await client.start_workflow(
+                "RunbookWorkflow", request, id=run_id, task_queue=task_queue, result_type=RunReport
             )
-        result = asyncio.ensure_future(handle.result())
-        with Live(console=console, refresh_per_second=4, transient=True) as live:
-            while not result.done():
-                live.update(status_view(await handle.query("status", result_type=RunStatus)))
-                await asyncio.wait([result], timeout=0.5)
-        if approver is not None:
-            approver.cancel()
-        report = result.result()
+            link = ui_link(stack.ui_url, "default", run_id)
+            console.print(f"run [bold]{run_id}[/bold]: {link}")
+            voter = None
+            if interactive:
+                console.print(
+                    f"gates wait for you: `pitstop approve {run_id} --as <approver>` or the Temporal UI"
+                )
+            else:
+                voter = asyncio.ensure_future(answer_gates(handle, approver, console))
+            result = asyncio.ensure_future(handle.result())
+            with Live(console=console, refresh_per_second=4, transient=True) as live:
+                while not result.done():
+                    live.update(status_view(await handle.query("status", result_type=RunStatus)))
+                    await asyncio.wait([result], timeout=0.5)
+            if voter is not None:
+                voter.cancel()
+            report = result.result()
+        verdict = dm.judge(sim, report, target)
+    finally:
+        sim.stop()
     console.print(report_view(report))
+    console.print(node_table(verdict))
+    console.print(
+        f"counters: {verdict.counters}; most nodes unavailable at once per failure domain: "
+        f"{verdict.max_unavailable_per_domain}"
+    )
+    for problem in verdict.problems:
+        console.print(f"[red]not as the runbook says: {problem}[/red]")
     console.print(f"\nrun in the Temporal UI: {link}")
     console.print(
         f"finished in {time.monotonic() - started:.1f}s; the stack keeps running (`pitstop dev down`)."
     )
-    return 0 if report.status == scenario.expected_status else 1
+    return 0 if verdict.ok else 1
+
+
+def node_table(verdict: Any) -> Table:
+    table = Table(title="nodes")
+    for column in (
+        "node",
+        "domain",
+        "firmware before",
+        "after",
+        "drain s",
+        "NCCL GB/s",
+        "DCGM",
+        "outcome",
+        "state",
+    ):
+        table.add_column(column)
+    for row in verdict.rows:
+        state = "schedulable" if row.schedulable else f"cordoned: {row.reason}" if row.reason else "cordoned"
+        table.add_row(
+            row.node,
+            row.domain,
+            row.firmware_before,
+            row.firmware_after,
+            f"{row.drain_seconds:.1f}" if row.drain_seconds is not None else "-",
+            f"{row.nccl_busbw_gbps:.0f}" if row.nccl_busbw_gbps is not None else "-",
+            row.dcgm,
+            styled(row.outcome),
+            state,
+        )
+    return table

@@ -222,22 +222,27 @@ def _result(node: str, plan: DrainPlan, progress: DrainProgress, args: DrainArgs
 
 def _check(kube: Kube, node: str, node_obj: Obj, options: DrainOptions, args: DrainArgs) -> ModuleResult:
     plan = _plan(kube, node, options)
+    # In a plan, kube.wait_for_workloads has not asked for checkpoints yet: pods that speak the
+    # protocol are not a refusal, they are evicted once they acknowledge.
+    awaiting = plan.refused.pop("training-unacknowledged", [])
     if plan.refused:
         fail("PolicyViolation", plan.refusal_message(node))
     notes = _budget_notes(kube, plan.evict)
     verb = "delete" if args.disable_eviction else "evict"
-    parts = [f"would {verb} {len(plan.evict)} pods from {node}"]
+    parts = [f"would {verb} {len(plan.evict) + len(awaiting)} pods from {node}"]
+    if awaiting:
+        parts.append(f"{len(awaiting)} training pods once their checkpoint is acknowledged")
     if plan.terminating:
         parts.append(f"{len(plan.terminating)} already terminating")
     parts.extend(notes)
     if not node_is_unschedulable(node_obj):
         parts.append("the node is not cordoned yet (kube.cordon must run first)")
     return ModuleResult(
-        changed=bool(plan.evict),
+        changed=bool(plan.evict or awaiting),
         msg="; ".join(parts),
         data={
             "node": node,
-            "would_evict": [key_of(p) for p in plan.evict],
+            "would_evict": [key_of(p) for p in plan.evict] + awaiting,
             "terminating": [key_of(p) for p in plan.terminating],
             "skipped": plan.skipped,
             "pdbs": notes,

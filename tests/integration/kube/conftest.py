@@ -16,9 +16,10 @@ from temporalio.testing import ActivityEnvironment
 from pitstop.contracts import ModuleCall, ModuleResult
 from pitstop.runbook.inventory import ClusterConfig
 from pitstop.sim import SimCluster
+from tests.integration.engine.conftest import engine_worker, run, start_run
 from tests.integration.sim.conftest import StartSim, start_sim
 
-__all__ = ["ModuleRunner", "StartSim", "module_runner", "start_sim"]
+__all__ = ["ModuleRunner", "StartSim", "engine_worker", "module_runner", "run", "start_run", "start_sim"]
 
 Activity = Callable[[ModuleCall], ModuleResult]
 

@@ -1,0 +1,194 @@
+"""The main job on the rehearsal cluster: GPU node maintenance, canary then fleet.
+
+`pitstop demo` (what `make demo` runs) starts the embedded stack, a simulated cluster of 12
+GPU nodes in 3 failure domains (an inference Deployment behind a PDB, a gang training job
+with the checkpoint protocol, one node with degraded NCCL bandwidth), each node with its own
+SSH endpoint; then a worker and `runbooks/gpu-node-maintenance.yaml`. It checks the outcome
+against what the runbook promises, from the simulator's own counters and timeline.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ruamel.yaml import YAML
+
+from pitstop.contracts import HostResult, RunReport
+from pitstop.sim import SimCluster, SimConfig, load_scenario
+
+REPO = Path(__file__).resolve().parent.parent
+RUNBOOK = REPO / "runbooks" / "gpu-node-maintenance.yaml"
+SCENARIO = REPO / "runbooks" / "scenarios" / "demo-maintenance.yaml"
+DEGRADED_NODE = "gpu-node-008"
+CANARY_NODE = "gpu-node-001"
+FAILED_ANNOTATION = "pitstop.dev/maintenance-failed"
+
+
+def start_cluster(workdir: Path, scenario: Path = SCENARIO) -> SimCluster:
+    """The rehearsal cluster with SSH endpoints, serving from a background thread."""
+    workdir.mkdir(parents=True, exist_ok=True)
+    sim = SimCluster(
+        SimConfig(
+            scenario=load_scenario(scenario), kubeconfig=workdir / "kubeconfig", ssh=True, ssh_dir=workdir
+        )
+    )
+    sim.start()
+    return sim
+
+
+def write_inventory(sim: SimCluster, path: Path, canary: str = CANARY_NODE) -> Path:
+    """Groups `gpu_canary` and `gpu_fleet` over the simulator's nodes, with their SSH ports."""
+    if sim.kubeconfig_path is None:
+        raise ValueError("the rehearsal cluster was started without a kubeconfig")
+    hosts: dict[str, Any] = {}
+    for node in sim.node_names():
+        info = sim.ssh_info(node)
+        profile = sim.node_profile(node)
+        hosts[node] = {
+            "ansible_host": info.host,
+            "ansible_port": info.port,
+            "failure_domain": profile.domain,
+            "node_name": node,
+            "gpu_count": profile.gpus,
+        }
+    doc = {
+        "cluster": {
+            "name": "rehearsal",
+            "kubeconfig": str(sim.kubeconfig_path.resolve()),
+            "ssh": {
+                "user": sim.config.ssh_user,
+                "key": {"secret": "sim-ssh-key"},
+                "known_hosts": str(sim.known_hosts_path.resolve()),
+            },
+        },
+        "all": {
+            "children": {
+                "gpu_fleet": {"hosts": hosts},
+                "gpu_canary": {"hosts": {canary: None}},
+            }
+        },
+    }
+    yaml = YAML(typ="safe", pure=True)
+    yaml.default_flow_style = False
+    with path.open("w", encoding="utf-8") as out:
+        out.write("# Written by pitstop demo for the rehearsal cluster (ports change at every start).\n")
+        yaml.dump(doc, out)
+    return path
+
+
+def worker_environment(sim: SimCluster, workdir: Path) -> dict[str, str]:
+    """What the worker needs to reach the simulated nodes (their SSH key) and where state goes."""
+    return {
+        "PITSTOP_SECRETS_DIR": str(sim.ssh_secrets_dir),
+        "PITSTOP_BASELINE_DIR": str(workdir / "baselines"),
+        "PITSTOP_RUNBOOK_DIR": str(REPO / "runbooks"),
+    }
+
+
+def apply_environment(env: dict[str, str]) -> None:
+    os.environ.update(env)
+
+
+@dataclass
+class NodeRow:
+    node: str
+    domain: str
+    firmware_before: str
+    firmware_after: str
+    drain_seconds: float | None
+    nccl_busbw_gbps: float | None
+    dcgm: str
+    outcome: str
+    schedulable: bool
+    reason: str = ""
+
+
+@dataclass
+class Verdict:
+    rows: list[NodeRow]
+    problems: list[str] = field(default_factory=list)
+    counters: dict[str, Any] = field(default_factory=dict)
+    max_unavailable_per_domain: dict[str, int] = field(default_factory=dict)
+
+    @property
+    def ok(self) -> bool:
+        return not self.problems
+
+
+def _task(host: HostResult, name_prefix: str) -> Any:
+    return next((t for t in host.tasks if t.name.startswith(name_prefix)), None)
+
+
+def judge(sim: SimCluster, report: RunReport, target: str, degraded: str = DEGRADED_NODE) -> Verdict:
+    """Did the run behave as the runbook says? From the report and the simulator's counters."""
+    results = {h.host: h for stage in report.stages for h in stage.hosts}
+    counters = sim.counters()
+    rows: list[NodeRow] = []
+    problems: list[str] = []
+    for node in sim.node_names():
+        profile = sim.node_profile(node)
+        obj = sim.get("nodes", node) or {}
+        unschedulable = bool((obj.get("spec") or {}).get("unschedulable"))
+        annotations = (obj.get("metadata") or {}).get("annotations") or {}
+        host = results.get(node)
+        drain = _task(host, "Drain") if host else None
+        nccl = _task(host, "NCCL") if host else None
+        dcgm = _task(host, "DCGM") if host else None
+        before = str((host.registered.get("node_facts") or {}).get("firmware", "?")) if host else "?"
+        row = NodeRow(
+            node=node,
+            domain=profile.domain,
+            firmware_before=before,
+            firmware_after=profile.firmware_version,
+            drain_seconds=(drain.ended_at - drain.started_at).total_seconds() if drain else None,
+            nccl_busbw_gbps=(nccl.data or {}).get("avg_busbw_gbps") if nccl else None,
+            dcgm=dcgm.status if dcgm else "-",
+            outcome=host.status if host else "not run",
+            schedulable=not unschedulable,
+            reason=str(annotations.get(FAILED_ANNOTATION, "")),
+        )
+        rows.append(row)
+        if node == degraded:
+            if row.schedulable:
+                problems.append(f"{node} (degraded) was returned to service")
+            if not row.reason:
+                problems.append(f"{node} (degraded) carries no {FAILED_ANNOTATION} reason")
+        else:
+            if row.firmware_after != target:
+                problems.append(f"{node} has firmware {row.firmware_after}, not {target}")
+            if not row.schedulable:
+                problems.append(f"{node} was left cordoned")
+    if counters.pdb_violations:
+        problems.append(f"{counters.pdb_violations} PodDisruptionBudget violations")
+    if counters.training_evictions_without_protocol:
+        problems.append(
+            f"{counters.training_evictions_without_protocol} training pods evicted without a checkpoint"
+        )
+    twice = {n: c for n, c in counters.drains.items() if c > 1}
+    if twice:
+        problems.append(f"nodes drained more than once: {twice}")
+    flashed = {n: c for n, c in counters.firmware_flashes.items() if c > 1}
+    if flashed:
+        problems.append(f"nodes flashed more than once: {flashed}")
+    peaks: dict[str, int] = {}
+    for domain in sim.unavailability():
+        peak = domain.max_unavailable - domain.unavailable_at_start
+        peaks[domain.domain] = domain.max_unavailable
+        if peak > 1:
+            problems.append(
+                f"failure domain {domain.domain} had {domain.max_unavailable} nodes unavailable at once"
+            )
+    return Verdict(
+        rows=rows,
+        problems=problems,
+        counters={
+            "evictions": counters.evictions_total,
+            "pdb_violations": counters.pdb_violations,
+            "training_evictions_without_protocol": counters.training_evictions_without_protocol,
+            "checkpoint_acks": counters.checkpoint_acks,
+        },
+        max_unavailable_per_domain=peaks,
+    )
