@@ -15,6 +15,7 @@ from pydantic import ValidationError
 from rich.console import Console
 
 from pitstop.sim.cluster import SimCluster, SimConfig
+from pitstop.sim.etcd_store import DEFAULT_PREFIX, EtcdStoreError
 from pitstop.sim.scenario import Scenario, ScenarioError, load_scenario
 from pitstop.sim.ssh.server import SshStartError
 
@@ -70,6 +71,23 @@ def serve(
         ),
     ] = True,
     ssh_user: Annotated[str, typer.Option(help="The user the nodes' SSH endpoints let in.")] = "ops",
+    etcd: Annotated[
+        str | None,
+        typer.Option(
+            metavar="ENDPOINT",
+            help="Persist every object to this etcd (http://127.0.0.1:2379), under --etcd-prefix.",
+        ),
+    ] = None,
+    etcd_prefix: Annotated[
+        str, typer.Option(help="Key prefix in etcd; one per cluster when several share an etcd.")
+    ] = DEFAULT_PREFIX,
+    etcd_resume: Annotated[
+        bool,
+        typer.Option(
+            "--etcd-resume/--etcd-clear",
+            help="Load the objects found under the prefix (resume) instead of clearing them.",
+        ),
+    ] = False,
 ) -> None:
     """Serve the Kubernetes API of a simulated GPU cluster until interrupted."""
     try:
@@ -84,6 +102,9 @@ def serve(
             kubeconfig=kubeconfig or _default_kubeconfig(),
             ssh=ssh,
             ssh_user=ssh_user,
+            etcd_endpoint=etcd,
+            etcd_prefix=etcd_prefix,
+            etcd_on_start="load" if etcd_resume else "clear",
         )
         cluster = SimCluster(config)
     except ScenarioError as exc:
@@ -91,7 +112,7 @@ def serve(
         raise typer.Exit(2) from None
     except ValidationError as exc:
         first = exc.errors(include_url=False)[0]
-        option = "--" + str(first["loc"][0]).replace("_", "-")
+        option = "--" + str(first["loc"][0]).replace("_", "-").replace("etcd-endpoint", "etcd")
         err_console.print(f"[red]invalid {option}:[/] {first['msg']}", highlight=False)
         raise typer.Exit(2) from None
     try:
@@ -99,6 +120,9 @@ def serve(
     except ScenarioError as exc:
         err_console.print(f"[red]invalid scenario:[/] {exc}", highlight=False)
         raise typer.Exit(2) from None
+    except EtcdStoreError as exc:
+        err_console.print(f"[red]cannot use etcd:[/] {exc}", highlight=False)
+        raise typer.Exit(1) from None
     except SshStartError as exc:
         err_console.print(f"[red]cannot start the SSH endpoints:[/] {exc}", highlight=False)
         raise typer.Exit(1) from None
@@ -118,6 +142,7 @@ async def _serve(cluster: SimCluster) -> None:
         f"  try: kubectl --kubeconfig {cluster.kubeconfig_path} get nodes -o wide\n"
         f"  admin: {url}/_sim/counters, {url}/_sim/timeline\n"
         + _ssh_summary(cluster)
+        + _etcd_summary(cluster)
         + "Press Ctrl+C to stop.",
         highlight=False,
     )
@@ -150,6 +175,13 @@ def _ssh_summary(cluster: SimCluster) -> str:
         f"  known_hosts: {cluster.known_hosts_path}\n"
         f"  the worker needs the key: export PITSTOP_SECRETS_DIR={cluster.ssh_secrets_dir}\n"
     )
+
+
+def _etcd_summary(cluster: SimCluster) -> str:
+    config = cluster.config
+    if config.etcd_endpoint is None:
+        return ""
+    return f"  objects persisted to etcd {config.etcd_endpoint} under {config.etcd_prefix}\n"
 
 
 def main() -> None:

@@ -111,6 +111,9 @@ def api_client(cluster: ClusterConfig | None) -> Any:
         if cached is not None:
             return cached
         made = _build(cluster, key)
+        # A rewritten kubeconfig replaces the client made from its previous version.
+        for stale in [k for k in _CACHE if k[0] == key[0] and k[-1] == key[-1]]:
+            _CACHE.pop(stale).close()
         _CACHE[key] = made
         return made
 

@@ -12,7 +12,7 @@ from pitstop.modules import ModuleArgs, ModuleSpec, RetryDefaults, register
 
 class ValidationJob(ModuleArgs):
     node: str | None = Field(default=None, description="Node; defaults to the host's node_name or name.")
-    namespace: str = Field(default="gpu-validation", description="Namespace of the validation Job.")
+    namespace: str = Field(default="default", description="Namespace of the validation Job (must exist).")
     gpus: int | None = Field(
         default=None,
         ge=0,

@@ -27,6 +27,17 @@ Python API (`SimCluster`)
   get/list/create/patch/delete(resource, ...)  objects in-process ("pods", "apps/deployments", ...)
   wait_for(predicate, timeout, what)    node_names()     call(fn) (run fn(SimControl) on the loop)
 
+SSH endpoints (`SimConfig(ssh=True)`, on by default in `pitstop sim serve`): every node gets
+its own 127.0.0.1 port and host key, answering the commands pitstop's `ssh.*` modules send
+(facts, firmware updater, reboot, coreutils, SFTP); known_hosts, the client key and an
+inventory are written next to the kubeconfig. See `pitstop.sim.ssh`.
+
+Persisted to etcd (`SimConfig(etcd_endpoint="http://127.0.0.1:2379")`, `pitstop sim serve
+--etcd ENDPOINT [--etcd-prefix /registry/] [--etcd-resume]`): every object is also written,
+as JSON, under the keys the apiserver uses (`/registry/minions/<node>`, `/registry/pods/...`),
+so an etcd backup and restore drill see what the cluster held; `flush_etcd()` waits for the
+writes. See `pitstop.sim.etcd_store`.
+
 HTTP admin endpoints (no token): see `pitstop.sim.admin` — `/_sim/counters`,
 `/_sim/counters/reset`, `/_sim/timeline`, `/_sim/unavailability`, `/_sim/reboot/{node}`,
 `/_sim/nodes/{node}/profile`, `/_sim/faults`, `/_sim/pdbs/{ns}/{name}/block`, `/_sim/state`.

@@ -21,10 +21,10 @@ import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, Literal, TypeVar
 
 from aiohttp import web
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from pitstop.sim.admin import AdminRoutes
 from pitstop.sim.api import KubeApi
@@ -34,6 +34,7 @@ from pitstop.sim.controllers.manager import ControllerManager
 from pitstop.sim.controllers.nodes import NodeError
 from pitstop.sim.counters import Recorder, unavailability
 from pitstop.sim.errors import ApiError
+from pitstop.sim.etcd_store import DEFAULT_PREFIX, EtcdObjectStore
 from pitstop.sim.faults import FaultInjector
 from pitstop.sim.http import HttpFrontend
 from pitstop.sim.kubeconfig import DEFAULT_TOKEN, write_kubeconfig
@@ -47,9 +48,9 @@ from pitstop.sim.models import (
     TimelineEvent,
 )
 from pitstop.sim.objects import name_of
-from pitstop.sim.resources import ResourceRegistry, ResourceType
+from pitstop.sim.resources import ResourceRegistry, ResourceType, crd_resource_type
 from pitstop.sim.scenario import Scenario, ScenarioError, load_scenario
-from pitstop.sim.seed import Seeder, SeedError
+from pitstop.sim.seed import Seeder, SeedError, node_profiles
 from pitstop.sim.ssh.backend import ClusterBackend
 from pitstop.sim.ssh.files import InventoryHost, SshFiles, write_inventory, write_known_hosts
 from pitstop.sim.ssh.keys import client_key
@@ -96,6 +97,37 @@ class SimConfig(BaseModel):
         description="Where known_hosts, secrets/ and inventory.yaml go (default: next to the kubeconfig).",
     )
 
+    etcd_endpoint: str | None = Field(
+        default=None,
+        description="Persist every object to this etcd (`http://127.0.0.1:2379`), under `etcd_prefix`.",
+    )
+    etcd_prefix: str = Field(
+        default=DEFAULT_PREFIX, description="Key prefix in etcd; give each cluster sharing an etcd its own."
+    )
+    etcd_on_start: Literal["clear", "load"] = Field(
+        default="clear",
+        description="Objects already under the prefix: cleared (start from the scenario) or loaded.",
+    )
+
+    @field_validator("etcd_endpoint")
+    @classmethod
+    def _plain_http(cls, endpoint: str | None) -> str | None:
+        if endpoint is not None and not endpoint.startswith("http://"):
+            raise ValueError(
+                f"{endpoint!r} is not an etcd client URL like http://127.0.0.1:2379 "
+                "(plain http only: the simulator speaks etcd's JSON gateway without TLS)"
+            )
+        return endpoint
+
+    @field_validator("etcd_prefix")
+    @classmethod
+    def _slashes(cls, prefix: str) -> str:
+        if not (prefix.startswith("/") and prefix.endswith("/")):
+            raise ValueError(
+                f"the etcd key prefix must start and end with '/', e.g. /registry/ (got {prefix!r})"
+            )
+        return prefix
+
     @classmethod
     def from_file(cls, path: str | Path, **overrides: Any) -> SimConfig:
         return cls(scenario=load_scenario(path), **overrides)
@@ -108,6 +140,17 @@ class SimConfig(BaseModel):
             )
         scenario.check_references()
         return scenario
+
+
+def _resume(ctx: SimContext) -> None:
+    """What seeding sets up besides the objects, for a cluster loaded back from etcd: the node
+    profiles of the scenario's nodes still there, the served custom resources, PDB faults."""
+    profiles = node_profiles(ctx.scenario)
+    ctx.profiles.update({n: p for n, p in profiles.items() if ctx.store.get("nodes", None, n) is not None})
+    for crd in ctx.store.list("customresourcedefinitions").items:
+        for rt in crd_resource_type(crd):
+            ctx.registry.add(rt)
+    ctx.pdbs_never_allow.update(ctx.scenario.faults.pdbs_never_allow)
 
 
 class SimControl:
@@ -213,6 +256,7 @@ class SimCluster:
         self._ssh_files: SshFiles | None = None
         self._ssh_tmp: Path | None = None
         self._unsubscribe_ssh: Callable[[], None] = lambda: None
+        self._etcd: EtcdObjectStore | None = None
 
     # --- lifecycle ----------------------------------------------------------------------------
 
@@ -240,7 +284,7 @@ class SimCluster:
         """Seed and serve on the running loop; returns the base URL."""
         scenario = self.scenario
         clock = SimClock(scenario.timing.time_scale)
-        store = self._store or InMemoryStore()
+        store = self._store or await self._open_store()
         profiles: dict[str, NodeProfile] = {}
 
         def domain_of(node: str) -> str:
@@ -265,7 +309,10 @@ class SimCluster:
         api = KubeApi(ctx)
         manager = ControllerManager(ctx, api)
         try:
-            Seeder(ctx, api, manager.kubelet).seed()
+            if store.count("namespaces"):  # it holds a cluster already (loaded from etcd): resume
+                _resume(ctx)
+            else:
+                Seeder(ctx, api, manager.kubelet).seed()
         except (SeedError, ApiError) as exc:
             raise ScenarioError(f"scenario {scenario.name!r} cannot be set up: {exc}") from None
         manager.start()
@@ -290,6 +337,28 @@ class SimCluster:
         if self.config.ssh:
             self._start_ssh(store, manager)
         return self.url
+
+    async def _open_store(self) -> ObjectStore:
+        if self.config.etcd_endpoint is None:
+            return InMemoryStore()
+        self._etcd = EtcdObjectStore(
+            self.config.etcd_endpoint, prefix=self.config.etcd_prefix, on_start=self.config.etcd_on_start
+        )
+        await asyncio.to_thread(self._etcd.open)
+        return self._etcd
+
+    def _close_etcd(self) -> None:
+        etcd, self._etcd = self._etcd, None
+        if etcd is not None:
+            etcd.close()
+
+    def flush_etcd(self, timeout: float = 30.0) -> None:
+        """Wait until etcd holds every change made so far (SimConfig(etcd_endpoint=...) only)."""
+        if self._etcd is None:
+            raise RuntimeError(
+                "the simulator is not running on etcd; start it with SimConfig(etcd_endpoint=...)"
+            )
+        self._etcd.flush(timeout)
 
     def _start_ssh(self, store: ObjectStore, manager: ControllerManager) -> None:
         """One SSH endpoint per node, and the files a worker needs to use them."""
@@ -347,6 +416,7 @@ class SimCluster:
         if self._runner is not None:
             await self._runner.cleanup()
             self._runner = None
+        await asyncio.to_thread(self._close_etcd)
         self._port = 0
 
     async def serve_forever(self) -> None:
@@ -368,6 +438,7 @@ class SimCluster:
                 loop.run_until_complete(self.start_async())
             except BaseException as exc:  # reported to the caller of start()
                 failure.append(exc)
+                self._close_etcd()
                 ready.set()
                 loop.close()
                 return

@@ -1,9 +1,10 @@
 """The simulator's object store: resourceVersions, indexes and watch fan-out.
 
-`ObjectStore` is the interface the API and the controllers use; `InMemoryStore` is the only
-implementation today. Keys are shaped as in the apiserver's etcd (`/registry/pods/<ns>/<name>`,
-`/registry/nodes/<name>`, `/registry/<group>/<plural>/...` for custom resources) so that an
-etcd-backed store can replace it without touching its callers.
+`ObjectStore` is the interface the API and the controllers use; `InMemoryStore` implements
+it, and `pitstop.sim.etcd_store.EtcdObjectStore` extends that with write-through to etcd.
+Keys are shaped as in the apiserver's etcd (`/registry/pods/<ns>/<name>`,
+`/registry/nodes/<name>`, `/registry/<group>/<plural>/...` for custom resources); the etcd
+store maps the few the apiserver names differently (nodes live under `/registry/minions/`).
 
 Stored objects are treated as immutable: writers build a new dict (see `clone`) and store it,
 so readers, watch events and cached encodings can share them without copying. The store is
@@ -290,6 +291,30 @@ class InMemoryStore(ObjectStore):
         gone["metadata"] = {**old["metadata"], "resourceVersion": str(self._rv)}
         self._emit(WatchEvent("DELETED", storage, gone, old, self._rv))
         return gone
+
+    def restore(self, objects: Iterable[tuple[str, Obj]], resource_version: int = 0) -> int:
+        """Put back objects persisted by an earlier run, as they were: no watch events, their
+        resourceVersions kept. The store's version moves to the newest of them (or
+        `resource_version` if higher) and older history counts as compacted, so a watch resuming
+        from before the restart gets 410 Gone and lists again. Returns how many were restored."""
+        restored = 0
+        for storage, obj in objects:
+            meta = obj["metadata"]
+            key = object_key(storage, meta.get("namespace"), meta["name"])
+            table = self._table(storage)
+            old = table.objects.get(key)
+            if old is None:
+                bisect.insort(table.keys, key)
+            else:
+                self._unindex(storage, table, key, old)
+            table.objects[key] = obj
+            self._index(storage, table, key, obj)
+            self._encoded.pop(key, None)
+            resource_version = max(resource_version, int(meta.get("resourceVersion") or 0))
+            restored += 1
+        self._rv = max(self._rv, resource_version)
+        self._compacted = self._rv
+        return restored
 
     def by_uid(self, uid: str) -> tuple[str, Obj] | None:
         found = self._uids.get(uid)

@@ -340,7 +340,7 @@ def echo(argv: list[str], ctx: ExecContext) -> int:
     return 0
 
 
-def _seconds(text: str) -> float | None:
+def duration_seconds(text: str) -> float | None:
     match = re.fullmatch(r"(\d+(?:\.\d*)?|\.\d+)([smhd]?)", text)
     if match is None:
         return None
@@ -350,7 +350,7 @@ def _seconds(text: str) -> float | None:
 def sleep(argv: list[str], ctx: ExecContext) -> int:
     total = 0.0
     for arg in argv[1:]:
-        seconds = _seconds(arg)
+        seconds = duration_seconds(arg)
         if seconds is None:
             return _fail(ctx, f"sleep: invalid time interval '{arg}'")
         total += seconds

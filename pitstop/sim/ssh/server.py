@@ -164,17 +164,21 @@ class NodeEndpoint:
         if self.host.down:
             sock.close()
             return
-        sock.setblocking(True)
-        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        transport = NodeTransport(sock)
-        transport.set_log_channel(PARAMIKO_LOG)
-        transport.add_server_key(self.host_key)
-        transport.set_subsystem_handler("sftp", paramiko.SFTPServer, SimSftpServer, self.host, self.user)
+        try:
+            sock.setblocking(True)
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            transport = NodeTransport(sock)
+            transport.set_log_channel(PARAMIKO_LOG)
+            transport.add_server_key(self.host_key)
+            transport.set_subsystem_handler("sftp", paramiko.SFTPServer, SimSftpServer, self.host, self.user)
+            # With an event, start_server returns at once; the handshake runs on the transport's thread.
+            transport.start_server(event=threading.Event(), server=NodeServer(self))
+        except (OSError, paramiko.SSHException):  # the client hung up already
+            sock.close()
+            return
         with self.lock:
             self.transports = {t for t in self.transports if t.is_active()}
             self.transports.add(transport)
-        # With an event, start_server returns at once; the handshake runs on the transport's thread.
-        transport.start_server(event=threading.Event(), server=NodeServer(self))
 
 
 class NodeServer(paramiko.ServerInterface):

@@ -96,15 +96,18 @@ def _as_sudo(text: str, ctx: ExecContext) -> ExecContext:
 
 
 def run_shell(args: list[str], ctx: ExecContext) -> int:
-    """`sh -c SCRIPT` or `sh FILE`; `exit N` leaves this shell only."""
-    flags = [a for a in args if a.startswith("-") and a != "-c"]
-    rest = [a for a in args if a not in flags]
+    """`sh [-eux] -c SCRIPT` or `sh FILE`; `exit N` leaves this shell only."""
+    rest = list(args)
+    command_string = False
+    while rest and rest[0].startswith("-") and rest[0] != "-":
+        # Options such as -e or -x change nothing the simulated node models; -c does.
+        command_string = command_string or "c" in rest.pop(0)
     try:
-        if rest[:1] == ["-c"]:
-            if len(rest) < 2:
+        if command_string:
+            if not rest:
                 ctx.error("sh: 0: -c requires an argument\n")
                 return RC_USAGE
-            return run(rest[1], ctx)
+            return run(rest[0], ctx)
         if rest:
             return run_script(rest[0], ctx)
         ctx.error("sh: interactive shells are not simulated\n")
@@ -149,7 +152,7 @@ def _timeout(argv: list[str], ctx: ExecContext) -> int:
         flag = args.pop(0)
         if flag in ("-k", "-s") and args:
             args.pop(0)
-    seconds = coreutils._seconds(args[0]) if args else None
+    seconds = coreutils.duration_seconds(args[0]) if args else None
     if seconds is None or len(args) < 2:
         ctx.error("timeout: usage: timeout [-k DURATION] DURATION COMMAND...\n")
         return 125

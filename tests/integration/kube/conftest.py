@@ -29,7 +29,6 @@ class ModuleRunner:
 
     def __init__(self) -> None:
         self.heartbeats: list[Any] = []
-        self.last_env: ActivityEnvironment | None = None
 
     def call(
         self,
@@ -67,7 +66,6 @@ class ModuleRunner:
             heartbeat_details=heartbeat_details or [],
         )
         env.on_heartbeat = lambda *details: self.heartbeats.append(details[0] if details else None)
-        self.last_env = env
         return env
 
     def __call__(

@@ -246,3 +246,20 @@ def test_disable_eviction_deletes_pods_only_when_written(
     assert done.msg.startswith("deleted 1 pods from gpu-node-003")
     counters = sim.counters()
     assert (counters.evictions_total, counters.deletions) == (0, {"gpu-node-003": 1})
+
+
+def test_drain_returns_only_once_the_evicted_pods_are_gone(
+    start_sim: StartSim, module_runner: ModuleRunner
+) -> None:
+    # Pods take up to 1 s to terminate after eviction (30 s grace, bounded by the scenario).
+    sim = start_sim(
+        CLUSTER.replace("recreate_delay_seconds: 1", "recreate_delay_seconds: 1, pod_termination_seconds: 20")
+    )
+    module_runner(cordon, sim, {}, host="gpu-node-003")
+    module_runner.heartbeats.clear()
+    done = module_runner(drain_node, sim, {**FAST, "delete_emptydir_data": True}, host="gpu-node-003")
+    assert len(done.data["evicted"]) == 1
+    assert pods_on(sim, "gpu-node-003", "cache") == []
+    # It saw the pod terminating and waited (heartbeating) rather than evicting it again.
+    assert len(module_runner.heartbeats) > 2
+    assert sim.counters().evictions_per_pod and set(sim.counters().evictions_per_pod.values()) == {1}

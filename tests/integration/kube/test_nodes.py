@@ -3,10 +3,13 @@ cluster, called as activities in-process."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 from temporalio.exceptions import ApplicationError
 
 from activities.kube.nodes import annotate, cordon, taint, uncordon, untaint, wait_node_ready
+from pitstop.runbook.inventory import ClusterConfig
 from pitstop.sim import ApiErrorFault, SimCluster
 from tests.integration.kube.conftest import ModuleRunner, StartSim
 
@@ -204,3 +207,19 @@ def test_wait_node_ready_waits_out_a_reboot_and_times_out_on_a_node_that_never_r
         )
     assert stuck.value.type == "Timeout" and stuck.value.non_retryable
     assert stuck.value.message.startswith("gpu-node-003 is not Ready after 2s: Ready=")
+
+
+def test_a_rejected_token_is_unauthorized_and_not_retried(
+    start_sim: StartSim, module_runner: ModuleRunner, tmp_path: Path
+) -> None:
+    sim = start_sim(CLUSTER)
+    assert sim.kubeconfig_path is not None
+    wrong = tmp_path / "wrong-token"
+    wrong.write_text(sim.kubeconfig_path.read_text().replace("pitstop-sim-token", "stolen-token"))
+    request = module_runner.call(sim, "kube.cordon", {})
+    request = request.model_copy(update={"cluster": ClusterConfig(name="rehearsal", kubeconfig=str(wrong))})
+    with pytest.raises(ApplicationError) as denied:
+        module_runner.env().run(cordon, request)
+    assert denied.value.type == "Unauthorized" and denied.value.non_retryable
+    assert "check the credentials and RBAC of the kubeconfig" in denied.value.message
+    assert not unschedulable(sim, "gpu-node-001")

@@ -87,12 +87,6 @@ async def test_killing_the_worker_mid_flash_does_not_flash_twice(
     await worker.start()
 
     report = await asyncio.wait_for(handle.result(), timeout=100)
-    from temporalio.api.enums.v1 import EventType
-    async for ev in handle.fetch_history_events():
-        if ev.event_type == EventType.EVENT_TYPE_CHILD_WORKFLOW_EXECUTION_STARTED:
-            child = temporal_client.get_workflow_handle(ev.child_workflow_execution_started_event_attributes.workflow_execution.workflow_id)
-            async for c in child.fetch_history_events():
-                print(c.event_time.ToDatetime().strftime('%S.%f')[:6], EventType.Name(c.event_type), c.activity_task_started_event_attributes.attempt or '', flush=True)
 
     assert report.status == "succeeded", report.msg
     tasks = {t.name: t for t in report.stages[0].hosts[0].tasks}

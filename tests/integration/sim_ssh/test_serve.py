@@ -1,0 +1,116 @@
+"""`pitstop sim serve` gives every node an SSH endpoint and writes the inventory a demo runs
+with; `/_sim/nodes/{node}/ssh` shows an endpoint and sets its faults."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+import pytest
+from ruamel.yaml import YAML
+from temporalio.exceptions import ApplicationError
+from temporalio.testing import ActivityEnvironment
+
+from activities.ssh import ssh_facts, ssh_firmware_update
+from pitstop.contracts import ModuleCall
+from pitstop.runbook import load_inventory
+from pitstop.secrets import DIR_ENV
+from pitstop.ssh import close_all
+from tests.conftest import REPO_ROOT
+
+
+def _http(url: str, method: str = "GET", body: Any = None) -> tuple[int, Any]:
+    data = json.dumps(body).encode() if body is not None else None
+    request = urllib.request.Request(
+        url, data=data, method=method, headers={"Content-Type": "application/json"}
+    )
+    try:
+        with urllib.request.urlopen(request, timeout=10) as response:
+            return response.status, json.loads(response.read())
+    except urllib.error.HTTPError as exc:
+        return exc.code, json.loads(exc.read())
+
+
+def test_serve_writes_an_inventory_of_ssh_endpoints_that_the_modules_use(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    kubeconfig = tmp_path / "kubeconfig"
+    shape = ["--nodes", "3", "--domains", "3", "--time-scale", "60"]
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "pitstop.cli_sim", "serve", *shape, "--kubeconfig", str(kubeconfig)],
+        cwd=REPO_ROOT,
+        env={**os.environ, "COLUMNS": "250"},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        deadline = time.monotonic() + 60
+        while not (tmp_path / "inventory.yaml").exists():
+            assert proc.poll() is None, proc.communicate()
+            assert time.monotonic() < deadline, "no inventory written"
+            time.sleep(0.1)
+        inventory = load_inventory(tmp_path / "inventory.yaml")
+        cluster = inventory.cluster
+        assert cluster is not None and cluster.ssh is not None
+        assert cluster.kubeconfig == str(kubeconfig)
+        assert cluster.ssh.key is not None and cluster.ssh.key.secret == "sim-ssh-key"
+        assert (cluster.ssh.user, cluster.ssh.known_hosts) == ("ops", str(tmp_path / "known_hosts"))
+        assert inventory.resolve("gpu") == ["gpu-node-001", "gpu-node-002", "gpu-node-003"]
+        assert inventory.resolve("zone_b") == ["gpu-node-002"]
+        node = inventory.hostvars("gpu-node-002")
+        assert (node["ansible_host"], node["failure_domain"], node["node_name"]) == (
+            "127.0.0.1",
+            "zone-b",
+            "gpu-node-002",
+        )
+
+        url = YAML(typ="safe").load(kubeconfig.read_text())["clusters"][0]["cluster"]["server"]
+        status, info = _http(f"{url}/_sim/nodes/gpu-node-002/ssh")
+        assert status == 200 and (info["port"], info["up"]) == (node["ansible_port"], True)
+        assert f"[127.0.0.1]:{info['port']} ssh-ed25519 " in (tmp_path / "known_hosts").read_text()
+        status, problem = _http(f"{url}/_sim/nodes/gpu-node-002/ssh", "POST", {"flash_second": 1})
+        assert status == 422 and "flash_second" in problem["error"]
+        status, info = _http(f"{url}/_sim/nodes/gpu-node-002/ssh", "POST", {"flash_fails": True})
+        assert status == 200 and info["faults"]["flash_fails"] is True
+
+        monkeypatch.setenv(DIR_ENV, str(tmp_path / "secrets"))
+
+        def call(module: str, args: dict[str, Any]) -> ModuleCall:
+            return ModuleCall(
+                module=module,
+                host="gpu-node-002",
+                args=args,
+                run_id="run-1",
+                task_path="stage/0/task/0",
+                host_vars=node,
+                cluster=cluster,
+            )
+
+        facts = ActivityEnvironment().run(ssh_facts, call("ssh.facts", {})).data
+        assert facts["hostname"] == "gpu-node-002" and facts["gpu_count"] == 8
+        image = tmp_path / "firmware.bin"
+        image.write_bytes(b"FIRMWARE 97.00.01.00.01\n")
+        with pytest.raises(ApplicationError) as failed:
+            ActivityEnvironment().run(
+                ssh_firmware_update,
+                call("ssh.firmware_update", {"target": "97.00.01.00.01", "image": str(image)}),
+            )
+        assert failed.value.type == "FirmwareUpdateFailed"
+        assert "flash failed: device busy" in failed.value.message
+        assert "firmware stays at 96.00.89.00.01" in failed.value.message
+    finally:
+        close_all()
+        proc.send_signal(signal.SIGTERM)
+        out, err = proc.communicate(timeout=30)
+    assert proc.returncode == 0, err
+    assert f"gpu-node-002 127.0.0.1:{node['ansible_port']}" in out
+    assert f"export PITSTOP_SECRETS_DIR={tmp_path / 'secrets'}" in out
