@@ -68,7 +68,8 @@ async def run_demo(
     from pitstop.runbook import load_runbook
     from worker import build_worker
 
-    console = console or Console()
+    # Wide enough for the per-node table even when the output is not a terminal (CI logs).
+    console = console or Console(width=None if Console().is_terminal else 160)
     started = time.monotonic()
     config = StackConfig.saved(home) or StackConfig.from_env(base=StackConfig(home=home))
     stack = DevStack(config)
@@ -82,7 +83,10 @@ async def run_demo(
         inventory = dm.write_inventory(sim, workdir / "inventory.yaml")
         dm.apply_environment(dm.worker_environment(sim, workdir))
         console.print(f"rehearsal cluster at {sim.url} (kubeconfig {sim.kubeconfig_path})")
-        target = str(load_runbook(dm.RUNBOOK).vars["firmware_target"])
+        runbook = load_runbook(dm.RUNBOOK)
+        target = str(runbook.vars["firmware_target"])
+        limits = [s.rolling.max_unavailable_per_domain for s in runbook.stages if s.rolling]
+        per_domain_limit = max((limit for limit in limits if limit is not None), default=1)
         settings = Settings(temporal_address=stack.temporal_address, home=home, ui_url=stack.ui_url)
         client: Client = await connect(settings)
         task_queue = f"pitstop-demo-{uuid.uuid4().hex[:6]}"
@@ -116,7 +120,7 @@ async def run_demo(
             if voter is not None:
                 voter.cancel()
             report = result.result()
-        verdict = dm.judge(sim, report, target)
+        verdict = dm.judge(sim, report, target, per_domain_limit)
     finally:
         sim.stop()
     console.print(report_view(report))
@@ -149,13 +153,14 @@ def node_table(verdict: Any) -> Table:
     ):
         table.add_column(column)
     for row in verdict.rows:
-        state = "schedulable" if row.schedulable else f"cordoned: {row.reason}" if row.reason else "cordoned"
+        reason = row.reason if len(row.reason) <= 90 else row.reason[:87] + "..."
+        state = "schedulable" if row.schedulable else f"cordoned: {reason}" if reason else "cordoned"
         table.add_row(
             row.node,
             row.domain,
             row.firmware_before,
             row.firmware_after,
-            f"{row.drain_seconds:.1f}" if row.drain_seconds is not None else "-",
+            f"{row.drain_seconds:.2f}" if row.drain_seconds is not None else "-",
             f"{row.nccl_busbw_gbps:.0f}" if row.nccl_busbw_gbps is not None else "-",
             row.dcgm,
             styled(row.outcome),

@@ -128,7 +128,7 @@ def wait_for_workloads(call: ModuleCall) -> ModuleResult:
     pending = workloads
     while True:
         current = [(w, _refresh(kube, w)) for w in pending]
-        pending = [now for _, now in current if now is not None and not (now.holder and now.answered(token))]
+        pending = [now for _, now in current if now is not None and not (now.holder and now.satisfied(token))]
         if not pending:
             break
         if deadline.passed():

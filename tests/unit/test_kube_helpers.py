@@ -90,3 +90,20 @@ def test_checkpoint_annotations_are_the_ones_the_rehearsal_cluster_answers() -> 
         sim.CHECKPOINT_DONE,
     )
     assert (ours.HOSTNAME_LABEL, ours.VALIDATION_LABEL) == (sim.HOSTNAME_LABEL, sim.VALIDATION_LABEL)
+
+
+def test_a_later_acknowledged_checkpoint_satisfies_an_earlier_request() -> None:
+    from pitstop.kube.annotations import CHECKPOINT_DONE, CHECKPOINT_PROTOCOL, CHECKPOINT_REQUESTED, GANG_LABEL
+    from pitstop.kube.checkpoint import Workload
+
+    def pod(requested: str, done: str | None) -> Workload:
+        notes = {CHECKPOINT_PROTOCOL: "annotation", CHECKPOINT_REQUESTED: requested}
+        if done is not None:
+            notes[CHECKPOINT_DONE] = done
+        return Workload({"metadata": {"name": "p", "labels": {GANG_LABEL: "g"}, "annotations": notes}})
+
+    # Two nodes of one gang in flight: node-b's request overwrote node-a's.
+    assert pod("run/node-b", "run/node-b").satisfied("run/node-a")
+    assert not pod("run/node-b", None).satisfied("run/node-a")  # the later one is not answered yet
+    assert not pod("run/node-a", "run/old").satisfied("run/node-a")
+    assert pod("run/node-a", "run/node-a").satisfied("run/node-a")
