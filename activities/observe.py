@@ -41,6 +41,9 @@ def observe(call: ModuleCall) -> ModuleResult:
         if not _ready(node):
             problems.append(f"node {name} is not Ready")
         for pod in kube.list(pods_path(), field_selector=f"spec.nodeName={name}"):
+            owners = pod["metadata"].get("ownerReferences") or []
+            if not args.include_daemonsets and any(o.get("kind") == "DaemonSet" for o in owners):
+                continue
             key = f"{pod['metadata'].get('namespace')}/{pod['metadata']['name']}"
             restarts[key] = _restarts(pod)
             grew = restarts[key] - args.since_restarts.get(key, 0)

@@ -10,6 +10,7 @@ stops it.
 from __future__ import annotations
 
 import asyncio
+import logging
 import time
 import uuid
 from pathlib import Path
@@ -68,6 +69,8 @@ async def run_demo(
     from pitstop.runbook import load_runbook
     from worker import build_worker
 
+    # Reboots cut SSH connections on purpose; paramiko would log each as an error.
+    logging.getLogger("paramiko").setLevel(logging.CRITICAL)
     # Wide enough for the per-node table even when the output is not a terminal (CI logs).
     console = console or Console(width=None if Console().is_terminal else 160)
     started = time.monotonic()

@@ -163,6 +163,8 @@ def judge(
                 problems.append(f"{node} has firmware {row.firmware_after}, not {target}")
             if not row.schedulable:
                 problems.append(f"{node} was left cordoned")
+    if report.status not in ("succeeded", "completed_with_failures"):
+        problems.append(f"the run ended {report.status}: {report.msg}")
     if counters.pdb_violations:
         problems.append(f"{counters.pdb_violations} PodDisruptionBudget violations")
     if counters.training_evictions_without_protocol:

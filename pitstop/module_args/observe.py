@@ -19,6 +19,10 @@ class ObserveArgs(ModuleArgs):
     since_restarts: dict[str, int] = Field(
         default_factory=dict, description="Restart counts per pod seen earlier (from a registered result)."
     )
+    include_daemonsets: bool = Field(
+        default=False,
+        description="Count restarts of DaemonSet pods too (a reboot restarts them all: off by default).",
+    )
     gpu_error_events: list[str] = Field(
         default_factory=lambda: ["XidError", "DCGMHealthFailure", "GPUUnhealthy"],
         description="Event reasons that count as GPU errors.",
