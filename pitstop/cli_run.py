@@ -251,7 +251,15 @@ def status(
         try:
             current = await handle.query("status", result_type=RunStatus)
         except RPCError as exc:
-            _fail(f"cannot read status of {run_id!r}: {exc.message}")
+            # A finished run needs no worker to be read: show its report from history.
+            report = await _finished_report(handle)
+            if report is None:
+                _fail(f"cannot read status of {run_id!r}: {exc.message}")
+                return
+            if as_json:
+                console.print_json(report.model_dump_json())
+            else:
+                console.print(report_view(report))
             return
         if as_json:
             console.print_json(current.model_dump_json())
@@ -266,6 +274,16 @@ def status(
                 live.update(status_view(current))
 
     _run(go)
+
+
+async def _finished_report(handle: WorkflowHandle[Any, RunReport]) -> RunReport | None:
+    try:
+        desc = await handle.describe()
+        if desc.status in (None, WorkflowExecutionStatus.RUNNING):
+            return None
+        return await handle.result()
+    except (RPCError, WorkflowFailureError):
+        return None
 
 
 def _decide(run_id: str, approve: bool, gate: str | None, comment: str, as_user: str | None) -> None:

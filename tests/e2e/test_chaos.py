@@ -1,0 +1,116 @@
+"""Chaos: a 24-node GPU maintenance survives its worker being SIGKILLed three times.
+
+The worker is a real process (`python -m tests.worker_for_tests`), killed at seeded random
+moments during the run (canary, gate or fleet, wherever they land) and restarted each time.
+Killed activities are retried by Temporal after their heartbeat or start-to-close timeout;
+the modules resume from the cluster's state. Afterwards the simulator's counters must show
+that nothing was done twice and nothing unsafe was done at all.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import random
+import uuid
+from collections.abc import Iterator
+from datetime import timedelta
+from pathlib import Path
+
+import pytest
+from temporalio.client import Client, WorkflowExecutionStatus, WorkflowHandle
+
+from pitstop import demo_maintenance as dm
+from pitstop.contracts import RunReport
+from pitstop.settings import Settings
+from tests.e2e.conftest import (
+    APPROVER,
+    Rehearsal,
+    approve_gates,
+    peak_unavailable_per_domain,
+    start_rehearsal,
+)
+from tests.integration.engine.test_durability import WorkerProcess
+
+SCENARIO = dm.REPO / "runbooks" / "scenarios" / "chaos-24-nodes.yaml"
+DEGRADED = "gpu-node-017"
+KILLS = 3
+SEED = 2403
+# Real seconds between one worker's start and its SIGKILL: spread over canary, gate and fleet.
+KILL_AFTER = (4.0, 18.0)
+
+
+@pytest.fixture
+def rehearsal(tmp_path: Path) -> Iterator[Rehearsal]:
+    logging.getLogger("paramiko").setLevel(logging.CRITICAL)
+    with start_rehearsal(tmp_path / "chaos", SCENARIO) as rehearsal:
+        yield rehearsal
+
+
+@pytest.fixture
+def worker(
+    temporal_settings: Settings, task_queue: str, tmp_path: Path, rehearsal: Rehearsal
+) -> Iterator[WorkerProcess]:
+    proc = WorkerProcess(temporal_settings, task_queue, tmp_path)
+    # The subprocess reaches the nodes with the simulator's SSH key and keeps baselines here.
+    proc.env.update(dm.worker_environment(rehearsal.sim, rehearsal.workdir))
+    yield proc
+    proc.kill()
+
+
+@pytest.mark.timeout(420)
+async def test_maintenance_survives_three_worker_kills_without_doing_anything_twice_or_unsafe(
+    temporal_client: Client,
+    task_queue: str,
+    rehearsal: Rehearsal,
+    worker: WorkerProcess,
+    limits: tuple[str, int],
+) -> None:
+    target, per_domain_limit = limits
+    sim = rehearsal.sim
+    rng = random.Random(SEED)
+    await worker.start()
+    handle: WorkflowHandle[object, RunReport] = await temporal_client.start_workflow(
+        "RunbookWorkflow",
+        rehearsal.request(),
+        id=f"e2e-chaos-{uuid.uuid4().hex[:8]}",
+        task_queue=task_queue,
+        result_type=RunReport,
+        execution_timeout=timedelta(minutes=6),
+    )
+    approver = asyncio.ensure_future(approve_gates(handle))
+    try:
+        for kill in range(1, KILLS + 1):
+            await asyncio.sleep(rng.uniform(*KILL_AFTER))
+            description = await handle.describe()
+            assert description.status == WorkflowExecutionStatus.RUNNING, (
+                f"the run ended before kill {kill} of {KILLS}; lengthen the scenario or shorten the delays"
+            )
+            worker.kill()
+            await worker.start()
+        report = await asyncio.wait_for(handle.result(), timeout=330)
+    finally:
+        approver.cancel()
+
+    assert worker.starts == KILLS + 1
+    verdict = dm.judge(sim, report, target, per_domain_limit, degraded=DEGRADED)
+    assert verdict.problems == []
+    assert report.status == "completed_with_failures", report.msg
+    assert [v.approver for gate in report.gates for v in gate.votes] == [APPROVER]
+
+    hosts = {h.host: h for stage in report.stages for h in stage.hosts}
+    assert set(hosts) == set(sim.node_names()) and len(hosts) == 24
+    assert hosts[DEGRADED].status == "failed" and "NCCL" in hosts[DEGRADED].msg, hosts[DEGRADED].msg
+    assert [name for name, h in hosts.items() if h.status == "failed"] == [DEGRADED]
+
+    counters = sim.counters()
+    # Every node went through the updater exactly once, killed workers notwithstanding.
+    assert counters.firmware_flashes == dict.fromkeys(sim.node_names(), 1)
+    assert all(count == 1 for count in counters.drains.values()), counters.drains
+    assert all(count == 1 for count in counters.reboots.values()), counters.reboots
+    assert counters.pdb_violations == 0
+    assert counters.training_evictions_without_protocol == 0
+    assert counters.forced_deletions_total == 0
+
+    peaks = peak_unavailable_per_domain(sim.timeline())
+    assert len(peaks) == 3 and all(peak <= per_domain_limit for peak in peaks.values()), peaks
