@@ -93,7 +93,12 @@ def test_checkpoint_annotations_are_the_ones_the_rehearsal_cluster_answers() -> 
 
 
 def test_a_later_acknowledged_checkpoint_satisfies_an_earlier_request() -> None:
-    from pitstop.kube.annotations import CHECKPOINT_DONE, CHECKPOINT_PROTOCOL, CHECKPOINT_REQUESTED, GANG_LABEL
+    from pitstop.kube.annotations import (
+        CHECKPOINT_DONE,
+        CHECKPOINT_PROTOCOL,
+        CHECKPOINT_REQUESTED,
+        GANG_LABEL,
+    )
     from pitstop.kube.checkpoint import Workload
 
     def pod(requested: str, done: str | None) -> Workload:
