@@ -8,6 +8,7 @@ running the command again is safe.
 
 from __future__ import annotations
 
+import contextlib
 import select
 import time
 from collections.abc import Callable
@@ -134,7 +135,10 @@ def _collect(
             )
         return CommandResult(rc, out.text(), err.text(), time.monotonic() - started)
     finally:
-        chan.close()
+        # On a transport the host just dropped (a reboot), closing the channel raises; there
+        # is nothing left to close.
+        with contextlib.suppress(EOFError, OSError, paramiko.SSHException):
+            chan.close()
 
 
 def run_command(

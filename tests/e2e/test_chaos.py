@@ -18,6 +18,7 @@ from datetime import timedelta
 from pathlib import Path
 
 import pytest
+from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client, WorkflowExecutionStatus, WorkflowHandle
 
 from pitstop import demo_maintenance as dm
@@ -38,6 +39,24 @@ KILLS = 3
 SEED = 2403
 # Real seconds between one worker's start and its SIGKILL: spread over canary, gate and fleet.
 KILL_AFTER = (4.0, 18.0)
+
+
+# Needs the embedded stack, like everything under tests/integration (`-m "not integration"` skips it).
+pytestmark = pytest.mark.integration
+
+
+async def timed_out_activities(client: Client, report: RunReport) -> int:
+    """Activity attempts that timed out, over every host's child workflow of the run."""
+    count = 0
+    for stage in report.stages:
+        for host in stage.hosts:
+            history = await client.get_workflow_handle(
+                f"{report.run_id}/{stage.name}/{host.host}"
+            ).fetch_history()
+            count += sum(
+                1 for e in history.events if e.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_TIMED_OUT
+            )
+    return count
 
 
 @pytest.fixture
@@ -111,6 +130,10 @@ async def test_maintenance_survives_three_worker_kills_without_doing_anything_tw
     assert counters.pdb_violations == 0
     assert counters.training_evictions_without_protocol == 0
     assert counters.forced_deletions_total == 0
+
+    # The kills landed on work in progress: some activities died with their worker and were
+    # retried after their timeout (otherwise this test would prove nothing about them).
+    assert await timed_out_activities(temporal_client, report) > 0
 
     peaks = peak_unavailable_per_domain(sim.timeline())
     assert len(peaks) == 3 and all(peak <= per_domain_limit for peak in peaks.values()), peaks

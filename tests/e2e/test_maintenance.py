@@ -28,6 +28,9 @@ from tests.e2e.conftest import (
 from worker import build_worker
 from workflows import WORKFLOWS
 
+# Needs the embedded stack, like everything under tests/integration (`-m "not integration"` skips it).
+pytestmark = pytest.mark.integration
+
 
 @pytest.fixture
 def rehearsal(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Rehearsal]:

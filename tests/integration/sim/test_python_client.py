@@ -10,6 +10,7 @@ import pytest
 from kubernetes import client, watch
 from kubernetes.client.rest import ApiException
 
+from pitstop.gpu.dcgm import parse_dcgm_diag
 from pitstop.sim import ApiErrorFault, SimCluster
 from tests.integration.sim.conftest import StartSim
 
@@ -170,8 +171,9 @@ def test_validation_pod_log_reflects_the_node_health_profile(
     assert phases == {"dcgm-gpu-node-002": "Succeeded", "dcgm-gpu-node-003": "Failed"}
     healthy = core.read_namespaced_pod_log("dcgm-gpu-node-002", "default")
     broken = core.read_namespaced_pod_log("dcgm-gpu-node-003", "default")
-    assert "| GPU Memory                | Pass" in healthy
-    assert "| GPU Memory                | Fail" in broken
+    # `dcgmi diag -j` JSON, judged as gpu.dcgm_diag judges it.
+    assert parse_dcgm_diag(healthy).passed
+    assert [f.test for f in parse_dcgm_diag(broken).failures] == ["GPU Memory"]
     assert core.read_namespaced_pod_log("dcgm-gpu-node-003", "default", tail_lines=1).count("\n") == 1
 
 
