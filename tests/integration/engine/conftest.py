@@ -3,6 +3,7 @@ and a helper that writes a runbook + inventory and runs it to the end."""
 
 from __future__ import annotations
 
+import asyncio
 import textwrap
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -13,7 +14,7 @@ import pytest
 from temporalio.client import Client, WorkflowHandle
 
 from activities import ACTIVITIES
-from pitstop.contracts import RunReport, RunRequest
+from pitstop.contracts import RunReport, RunRequest, RunStatus
 from tests import testmodules
 from worker import build_worker
 from workflows import WORKFLOWS
@@ -93,3 +94,18 @@ def run(start_run: StartFn) -> RunFn:
         return await handle.result()
 
     return run_to_end
+
+
+async def status_when(
+    handle: WorkflowHandle[Any, RunReport], predicate: Callable[[RunStatus], bool], within: float = 20.0
+) -> RunStatus:
+    """Poll the `status` query until `predicate` holds (the run moves on its own)."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + within
+    while True:
+        status = await handle.query("status", result_type=RunStatus)
+        if predicate(status):
+            return status
+        if loop.time() > deadline:
+            raise AssertionError(f"status never matched; last: {status.model_dump_json(indent=1)}")
+        await asyncio.sleep(0.05)

@@ -17,27 +17,12 @@ from temporalio.exceptions import ApplicationError
 from activities import ACTIVITIES
 from pitstop.contracts import Decision, GateState, RunReport, RunRequest, RunStatus, VoteRecord
 from tests import testmodules
-from tests.integration.engine.conftest import StartFn, hosts_inventory, write_bundle
+from tests.integration.engine.conftest import StartFn, hosts_inventory, status_when, write_bundle
 from tests.testmodules import CALLS
 from worker import build_worker
 from workflows import WORKFLOWS
 
 Handle = WorkflowHandle[Any, RunReport]
-
-
-async def status_when(
-    handle: Handle, predicate: Callable[[RunStatus], bool], within: float = 20.0
-) -> RunStatus:
-    """Poll the `status` query until `predicate` holds (the run moves on its own)."""
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + within
-    while True:
-        status = await handle.query("status", result_type=RunStatus)
-        if predicate(status):
-            return status
-        if loop.time() > deadline:
-            raise AssertionError(f"status never matched; last: {status.model_dump_json(indent=1)}")
-        await asyncio.sleep(0.05)
 
 
 def gate(status: RunStatus, gate_id: str) -> GateState | None:

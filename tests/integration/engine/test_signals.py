@@ -11,7 +11,7 @@ from temporalio.api.sdk.v1 import WorkflowMetadata
 from temporalio.client import WorkflowHandle
 
 from pitstop.contracts import RunReport, RunStatus
-from tests.integration.engine.conftest import StartFn, hosts_inventory
+from tests.integration.engine.conftest import StartFn, hosts_inventory, status_when
 from tests.testmodules import CALLS
 
 Handle = WorkflowHandle[Any, RunReport]
@@ -28,20 +28,6 @@ tasks:
 rollback:
   - test.step: {value: "run rollback: {{ run.rollback_reason }}"}
 """
-
-
-async def status_when(
-    handle: Handle, predicate: Callable[[RunStatus], bool], within: float = 20.0
-) -> RunStatus:
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + within
-    while True:
-        status = await handle.query("status", result_type=RunStatus)
-        if predicate(status):
-            return status
-        if loop.time() > deadline:
-            raise AssertionError(f"status never matched; last: {status.model_dump_json(indent=1)}")
-        await asyncio.sleep(0.05)
 
 
 def host_state(host: str, state: str) -> Callable[[RunStatus], bool]:

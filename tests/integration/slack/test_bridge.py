@@ -4,12 +4,12 @@ Slack, a signed click on the bridge becomes the `decide` Update, and the run goe
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
 from typing import Any
 
 from temporalio.client import WorkflowHandle
 
 from pitstop.contracts import GateState, RunReport, RunStatus
+from tests.integration.engine.conftest import status_when
 from tests.integration.slack.conftest import RUN_CHANNEL, UI_URL, StartFn
 from tests.integration.slack.slackfake import (
     Clicker,
@@ -22,20 +22,6 @@ from tests.integration.slack.slackfake import (
 from tests.testmodules import CALLS
 
 Handle = WorkflowHandle[Any, RunReport]
-
-
-async def status_when(
-    handle: Handle, predicate: Callable[[RunStatus], bool], within: float = 20.0
-) -> RunStatus:
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + within
-    while True:
-        status = await handle.query("status", result_type=RunStatus)
-        if predicate(status):
-            return status
-        if loop.time() > deadline:
-            raise AssertionError(f"status never matched; last: {status.model_dump_json(indent=1)}")
-        await asyncio.sleep(0.05)
 
 
 def gate_of(status: RunStatus, gate_id: str) -> GateState:
