@@ -97,7 +97,7 @@ class RunbookWorkflow:
         # Why the current stage stopped launching (a rollback trigger); open host gates of
         # the stage close with it, so that hosts waiting for a vote do not hold the rollback.
         self.halt_reason: str | None = None
-        self.skip_requests: set[str] = (
+        self.hosts_to_skip: set[str] = (
             set(request.state.skip_requests) if request.state is not None else set()
         )
         # Stage hosts in flight, and the one-off children (observe checks, rollbacks).
@@ -172,7 +172,7 @@ class RunbookWorkflow:
 
     @workflow.signal
     async def skip_host(self, host: str) -> None:
-        self.skip_requests.add(host)
+        self.hosts_to_skip.add(host)
         if host in self.children:
             await self._signal(self.children[host], "abort", "skipped by operator")
 
@@ -286,7 +286,7 @@ class RunbookWorkflow:
                 if self.abort_reason is None and self.rollback_request is None:
                     progress.executions += 1
                     progress.paused = self.paused
-                    progress.skip_requests = sorted(self.skip_requests)
+                    progress.skip_requests = sorted(self.hosts_to_skip)
                     workflow.continue_as_new(request.model_copy(update={"state": progress}))
                 # An abort or rollback arrived while handlers finished: this execution
                 # handles it (the stage loop stops before it would continue as new again).
@@ -521,7 +521,7 @@ class RunbookWorkflow:
                 or self.paused != paused
                 or self.abort_reason != aborted
                 or self.rollback_request != rollback
-                or bool(self.skip_requests & set(state.pending()))
+                or bool(self.hosts_to_skip & set(state.pending()))
             )
         )
 
@@ -563,7 +563,7 @@ class RunbookWorkflow:
                 self._mark_skipped(index, host, f"not run: failed in stage {failed_in[host]!r}")
 
     def _apply_skips(self, index: int, state: RolloutState) -> None:
-        for host in sorted(self.skip_requests & set(state.pending())):
+        for host in sorted(self.hosts_to_skip & set(state.pending())):
             state.skipped.add(host)
             self._mark_skipped(index, host, "skipped by operator")
 
@@ -655,7 +655,7 @@ class RunbookWorkflow:
         elif result.status == "aborted":
             state.skipped.add(result.host)
             progress.stage.skipped.append(result.host)
-            if result.host in self.skip_requests:
+            if result.host in self.hosts_to_skip:
                 host_state = "skipped"
                 result = result.model_copy(update={"status": "skipped"})
         else:
