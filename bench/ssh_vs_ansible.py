@@ -9,8 +9,9 @@ own loopback port with its own host key, see tests/sshd.py):
   checked against the generated known_hosts.
 - Ansible: `ansible-playbook` with the same 10 `ansible.builtin.command` tasks, forks = N,
   pipelining on, SSH ControlPersist (Ansible's default), host_key_checking against the same
-  known_hosts, no fact gathering. ansible-core comes from PyPI into its own venv under
-  .pitstop/bench/ (created on the first run) so it never changes the project's venv.
+  known_hosts, no fact gathering. ansible-core comes from PyPI into its own venv in the user's
+  cache (~/.cache/pitstop/ansible-venv, created on the first run): outside the project tree, so
+  it never changes the project's venv and its code is never mistaken for pitstop's.
 
 Each side runs twice: cold (no SSH connection open yet) and warm (pitstop's pool and
 Ansible's ControlPersist masters already up). The cold wall-time ratio decides PASS/MISS
@@ -62,7 +63,7 @@ COMMANDS = [
     "cat /etc/os-release",
 ]
 KEY_SECRET = "bench-ssh-key"
-ANSIBLE_VENV = REPO / ".pitstop" / "bench" / "ansible-venv"
+ANSIBLE_VENV = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "pitstop" / "ansible-venv"
 
 
 # --- pitstop ---------------------------------------------------------------------------
