@@ -239,6 +239,17 @@ class HostInput(BaseModel):
     requested_by: str = "unknown"
 
 
+FACTS_LIMIT_BYTES = 64 * 1024
+
+
+class Artifact(BaseModel):
+    name: str
+    uri: str
+    host: str = ""
+    stage: str = ""
+    task: str = ""
+
+
 class HostResult(BaseModel):
     host: str
     stage: str
@@ -247,6 +258,12 @@ class HostResult(BaseModel):
     failed_task: str | None = None
     tasks: list[TaskOutcome] = Field(default_factory=list)
     registered: dict[str, Any] = Field(default_factory=dict)
+    # Facts this host set with `set_fact` in this stage; they carry to the host's later
+    # stages, as Ansible's do across plays (bounded: see FACTS_LIMIT_BYTES).
+    facts: dict[str, Any] = Field(default_factory=dict)
+    # Documents a task left behind for people (change records, drill reports): a module
+    # returns `data.artifact = {name, uri}` and the run's status and report list it.
+    artifacts: list[Artifact] = Field(default_factory=list)
     changed: int = 0
     started_at: datetime
     ended_at: datetime
@@ -291,6 +308,7 @@ class RunStatus(BaseModel):
     gates: list[GateState] = Field(default_factory=list)
     rollback_reason: str | None = None
     plan_hash: str | None = None
+    artifacts: list[Artifact] = Field(default_factory=list)
     # Things that went wrong beside the run (a Slack message that could not be posted).
     notices: list[str] = Field(default_factory=list)
 
@@ -319,6 +337,7 @@ class RunReport(BaseModel):
     gates: list[GateState] = Field(default_factory=list)
     rollback_reason: str | None = None
     run_rollback: list[HostResult] = Field(default_factory=list)
+    artifacts: list[Artifact] = Field(default_factory=list)
     msg: str = ""
     notices: list[str] = Field(default_factory=list)
 
@@ -380,6 +399,10 @@ class RunProgress(BaseModel):
     skip_requests: list[str] = Field(default_factory=list)
     slack: SlackRunState = Field(default_factory=SlackRunState)
     notices: list[str] = Field(default_factory=list)
+    # Each host's `set_fact` facts from the stages it has finished (Ansible keeps facts
+    # across plays), and the documents tasks left behind.
+    host_facts: dict[str, dict[str, Any]] = Field(default_factory=dict)
+    artifacts: list[Artifact] = Field(default_factory=list)
 
 
 RunRequest.model_rebuild()

@@ -62,6 +62,7 @@ def status_view(status: RunStatus) -> Group:
         parts.append(gates_table(status.gates))
     if status.rollback_reason:
         parts.append(Text(f"rollback: {status.rollback_reason}", style="magenta"))
+    parts.extend(Text(f"{a.name}: {a.uri}", style="cyan") for a in status.artifacts)
     parts.extend(Text(f"notice: {n}", style="yellow") for n in status.notices)
     return Group(*parts)
 
@@ -111,5 +112,6 @@ def report_view(report: RunReport) -> Group:
         parts.append(gates_table(report.gates))
     if report.msg:
         parts.append(Text(report.msg, style="yellow"))
+    parts.extend(Text(f"{a.name}: {a.uri}", style="cyan") for a in report.artifacts)
     parts.extend(Text(f"notice: {n}", style="yellow") for n in report.notices)
     return Group(*parts)

@@ -50,6 +50,8 @@ class StepArgs(ModuleArgs):
     changed: bool = True
     # Fail (as a module result) the first N calls of this task on this host: for retries/until.
     fail_times: int = 0
+    # A document the step "wrote" ({name, uri}), as records modules return it.
+    artifact: dict[str, str] | None = None
 
 
 class NoCheckArgs(ModuleArgs):
@@ -105,9 +107,10 @@ async def test_step(call: ModuleCall) -> ModuleResult:
         return ModuleResult(failed=True, msg=f"step failed on attempt {attempt}", data={"attempt": attempt})
     if args.value == "raise":
         raise ApplicationError("bad args", type="InvalidArgs", non_retryable=True)
-    return ModuleResult(
-        changed=args.changed, msg=f"step {args.value}", data={"value": args.value, "attempt": attempt}
-    )
+    data: dict[str, Any] = {"value": args.value, "attempt": attempt}
+    if args.artifact is not None:
+        data["artifact"] = args.artifact
+    return ModuleResult(changed=args.changed, msg=f"step {args.value}", data=data)
 
 
 @activity.defn(name="module.test.nocheck")

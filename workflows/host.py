@@ -23,6 +23,8 @@ from temporalio.exceptions import ActivityError, ApplicationError, FailureError
 
 with workflow.unsafe.imports_passed_through():
     from pitstop.contracts import (
+        FACTS_LIMIT_BYTES,
+        Artifact,
         GateClosed,
         HostGateRequest,
         HostInput,
@@ -82,6 +84,7 @@ class _HostRun:
     registered: dict[str, Any] = field(default_factory=dict)
     outcomes: list[TaskOutcome] = field(default_factory=list)
     notified: list[str] = field(default_factory=list)
+    artifacts: list[Artifact] = field(default_factory=list)
     changed: int = 0
 
 
@@ -148,6 +151,8 @@ class HostWorkflow:
             failed_task=flow.failed_task,
             tasks=state.outcomes,
             registered=_bounded_registered(state.registered),
+            facts=state.facts,
+            artifacts=state.artifacts,
             changed=state.changed,
             started_at=started,
             ended_at=workflow.now(),
@@ -509,6 +514,18 @@ class HostWorkflow:
                 return ModuleResult(msg=f"{name}: {value!r}", data={name: value})
             return ModuleResult(msg=str(args.get("msg") or "Hello world!"))
         if module == "set_fact":
+            # Facts carry to this host's later stages through the run's history: bounded,
+            # and refused here (where the runbook author can act) rather than dropped later.
+            size = len(json.dumps({**state.facts, **args}, default=str))
+            if size > FACTS_LIMIT_BYTES:
+                return ModuleResult(
+                    failed=True,
+                    msg=(
+                        f"set_fact: this host's facts would be {size} bytes; facts carry to later stages "
+                        f"and are limited to {FACTS_LIMIT_BYTES} bytes per host and stage: keep only what "
+                        "later stages need (e.g. a summary of a result, not the whole result)"
+                    ),
+                )
             state.facts.update(args)
             return ModuleResult(data={"ansible_facts": args})
         if module == "assert":
@@ -544,6 +561,17 @@ class HostWorkflow:
         value = result.as_var()
         if task.register:
             state.registered[task.register] = value
+        artifact = result.data.get("artifact")
+        if isinstance(artifact, dict) and artifact.get("uri"):
+            state.artifacts.append(
+                Artifact(
+                    name=str(artifact.get("name") or task.name or task.task_id),
+                    uri=str(artifact["uri"]),
+                    host=self.inp.host,
+                    stage=self.inp.stage,
+                    task=task.name or task.task_id,
+                )
+            )
         if result.changed:
             state.changed += 1
             for handler in task.notify:

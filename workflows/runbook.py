@@ -246,6 +246,7 @@ class RunbookWorkflow:
             gates=list(progress.gates.values()) if progress else [],
             rollback_reason=progress.rollback_reason if progress else None,
             plan_hash=progress.plan.hashes.content if progress else None,
+            artifacts=list(progress.artifacts) if progress else [],
             notices=list(progress.notices) if progress else [],
         )
 
@@ -633,6 +634,7 @@ class RunbookWorkflow:
         finally:
             self.aux_children.pop(host, None)
         self._close_host_gates(host, f"host {host} ended ({result.status})")
+        self._keep(result)
         return result
 
     def _close_host_gates(self, host: str, why: str) -> None:
@@ -663,6 +665,18 @@ class RunbookWorkflow:
             progress.stage.done.append(result.host)
         progress.statuses[index].hosts[result.host] = host_state
         progress.reports[index].hosts.append(result)
+        self._keep(result)
+
+    def _keep(self, result: HostResult) -> None:
+        """What a host leaves for the rest of the run: its facts and its artifacts."""
+        progress = self._p()
+        if result.facts:
+            progress.host_facts.setdefault(result.host, {}).update(result.facts)
+        known = {a.uri for a in progress.artifacts}
+        for artifact in result.artifacts:
+            if artifact.uri not in known:
+                progress.artifacts.append(artifact)
+                known.add(artifact.uri)
 
     def _host_input(
         self,
@@ -679,7 +693,10 @@ class RunbookWorkflow:
         merged.update(plan.runbook.vars)
         if stage is not None:
             merged.update(stage.vars)
+        # Facts set in earlier stages sit above play vars and below extra vars (Ansible).
+        merged.update(self._p().host_facts.get(host, {}))
         merged.update(plan.extra_vars)
+        merged.setdefault("groups", self._groups())
         merged["run"] = self._run_vars()
         merged["stage"] = self._stage_vars(stage)
         if extra:
@@ -708,14 +725,71 @@ class RunbookWorkflow:
             requested_by=self.request.requested_by,
         )
 
+    def _groups(self) -> dict[str, list[str]]:
+        """Ansible's `groups` magic variable: each group's hosts, and `all`."""
+        plan = self._p().plan
+        groups: dict[str, list[str]] = {"all": []}
+        for host, hv in plan.hostvars.items():
+            if host != LOCALHOST:
+                groups["all"].append(host)
+            for group in hv.get("group_names") or []:
+                groups.setdefault(str(group), []).append(host)
+        return groups
+
     def _run_vars(self) -> dict[str, Any]:
         progress = self.progress
         return {
             "id": workflow.info().workflow_id,
+            "runbook": progress.plan.runbook.name if progress else self.request.runbook,
+            "cluster": progress.plan.cluster.name if progress and progress.plan.cluster else None,
             "requested_by": self.request.requested_by,
             "check_mode": self.request.check_mode,
+            "started_at": progress.started_at.isoformat() if progress else None,
             "rollback_reason": progress.rollback_reason if progress else None,
+            # What a change record reports: each stage's outcome and every gate's votes.
+            "stages": self._stage_summaries() if progress else [],
+            "gates": self._gate_summaries() if progress else [],
         }
+
+    def _stage_summaries(self) -> list[dict[str, Any]]:
+        progress = self._p()
+        out: list[dict[str, Any]] = []
+        for status, report in zip(progress.statuses, progress.reports, strict=True):
+            out.append(
+                {
+                    "name": status.name,
+                    "status": status.status,
+                    "rollback_reason": status.rollback_reason,
+                    "done_hosts": [h for h, st in status.hosts.items() if st == "ok"],
+                    "failed_hosts": [h for h, st in status.hosts.items() if st == "failed"],
+                    "failures": [
+                        {"host": h.host, "task": h.failed_task, "msg": h.msg[:500]}
+                        for h in [*report.hosts, *report.observations, *report.rollback_hosts]
+                        if h.status == "failed"
+                    ],
+                }
+            )
+        return out
+
+    def _gate_summaries(self) -> list[dict[str, Any]]:
+        return [
+            {
+                "id": gate_id,
+                "status": gate.status,
+                "closed_reason": gate.closed_reason,
+                "votes": [
+                    {
+                        "approver": v.approver,
+                        "approve": v.approve,
+                        "comment": v.comment,
+                        "source": v.source,
+                        "at": v.at.isoformat(),
+                    }
+                    for v in gate.votes
+                ],
+            }
+            for gate_id, gate in self._p().gates.items()
+        ]
 
     def _stage_vars(self, stage: Stage | None) -> dict[str, Any]:
         progress = self._p()
@@ -1001,6 +1075,7 @@ class RunbookWorkflow:
         open_gates = [g.rule.gate_id for g in progress.gates.values() if g.status == "open"]
         if open_gates:
             lines.append(f"Waiting for approval: {', '.join(open_gates)}")
+        lines.extend(f"[{a.name}]({a.uri})" for a in progress.artifacts)
         workflow.set_current_details("\n".join(lines))
 
     async def _finish(self) -> RunReport:
@@ -1046,6 +1121,7 @@ class RunbookWorkflow:
             gates=list(progress.gates.values()),
             rollback_reason=progress.rollback_reason,
             run_rollback=run_rollback,
+            artifacts=list(progress.artifacts),
             msg=self.msg,
             notices=list(progress.notices),
         )
