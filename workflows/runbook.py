@@ -713,7 +713,7 @@ class RunbookWorkflow:
             tasks=tasks,
             handlers=handlers,
             vars=merged,
-            hostvars=plan.hostvars,
+            hostvars=self._hostvars(),
             modules=plan.modules,
             task_queue=plan.task_queue,
             cluster=plan.cluster,
@@ -724,6 +724,19 @@ class RunbookWorkflow:
             approvers=plan.runbook.approvers,
             requested_by=self.request.requested_by,
         )
+
+    def _hostvars(self) -> dict[str, dict[str, Any]]:
+        """`hostvars`, with the facts localhost set in earlier stages: run-wide results (the
+        version inventory, the acceptance baseline) are set there and read by every host as
+        `hostvars['localhost'].<fact>`. Other hosts' facts stay their own, so that a task's
+        input does not grow with the fleet."""
+        progress = self._p()
+        carried = progress.host_facts.get(LOCALHOST)
+        if not carried:
+            return progress.plan.hostvars
+        hostvars = dict(progress.plan.hostvars)
+        hostvars[LOCALHOST] = {**hostvars.get(LOCALHOST, {"inventory_hostname": LOCALHOST}), **carried}
+        return hostvars
 
     def _groups(self) -> dict[str, list[str]]:
         """Ansible's `groups` magic variable: each group's hosts, and `all`."""
@@ -832,10 +845,22 @@ class RunbookWorkflow:
             for expression in stage.rollback_when:
                 try:
                     if evaluate_bool(expression, ctx):
-                        return f"rollback_when held in stage {stage.name!r}: {expression}"
+                        held = f"rollback_when held in stage {stage.name!r}: {expression}"
+                        return held + self._failures_said(index)
                 except TemplateError as exc:
                     return f"rollback_when could not be evaluated ({exc}); rolling back to be safe"
         return None
+
+    def _failures_said(self, index: int, most: int = 2) -> str:
+        """The stage's failed hosts and why, so that the rollback reason explains itself."""
+        failed = [h for h in self._p().reports[index].hosts if h.status == "failed"]
+        if not failed:
+            return ""
+        said = "; ".join(
+            f"{h.host}: {(h.failed_task + ': ') if h.failed_task else ''}{h.msg[:300]}" for h in failed[:most]
+        )
+        more = f" (and {len(failed) - most} more)" if len(failed) > most else ""
+        return f" ({said}{more})"
 
     async def _observe(self, index: int, stage: Stage) -> str | None:
         """Watch the stage for `observe.duration`: run the checks every `interval`; a failing
@@ -898,8 +923,17 @@ class RunbookWorkflow:
                     report.rollback_hosts.append(result)
                     if result.status != "ok":
                         failures.append(f"{stage.name}/{host}")
-            progress.statuses[i].status = "rolled_back"
-            report.status = "rolled_back"
+                progress.statuses[i].status = "rolled_back"
+                report.status = "rolled_back"
+            else:
+                # Nothing undoes this stage: say so rather than call it rolled back (a
+                # reviewer must not read "rolled back" for a control plane left upgraded).
+                if i == index:
+                    progress.statuses[i].status = "failed"
+                    report.status = "failed"
+                else:
+                    progress.statuses[i].rollback_reason = "no rollback tasks: left as it is"
+                    report.rollback_reason = progress.statuses[i].rollback_reason
             self._details()
         self.msg = f"rolled back: {reason}"
         if failures:

@@ -49,7 +49,10 @@ async def test_rollback_when_compensates_stages_in_reverse_then_the_run(run: Run
         """,
         hosts_inventory(2),
     )
-    reason = "rollback_when held in stage 'second': {{ stage.failed_hosts | length > 0 }}"
+    reason = (
+        "rollback_when held in stage 'second': {{ stage.failed_hosts | length > 0 }}"
+        " (h00: second/0: step failed on h00)"
+    )
     assert report.status == "rolled_back"
     assert report.rollback_reason == reason
     assert report.msg == f"rolled back: {reason}"

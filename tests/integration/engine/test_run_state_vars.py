@@ -134,3 +134,25 @@ async def test_artifacts_are_linked_from_status_and_report_once_each(start_run: 
     assert [(a.name, a.uri, a.stage) for a in report.artifacts] == [("change record", uri, "write")]
     status: RunStatus = await handle.query("status", result_type=RunStatus)
     assert [a.uri for a in status.artifacts] == [uri]
+
+
+async def test_facts_localhost_set_are_read_by_other_hosts_through_hostvars(run: RunFn) -> None:
+    report = await run(
+        """
+        name: run-wide
+        stages:
+          - name: measure
+            hosts: localhost
+            tasks:
+              - set_fact: {baseline: {nccl: 392}}
+          - name: use
+            hosts: gpu
+            tasks:
+              - assert:
+                  that:
+                    - hostvars['localhost'].baseline.nccl == 392
+                    - baseline is not defined
+        """,
+        INVENTORY,
+    )
+    assert report.status == "succeeded", [h.msg for h in report.stages[1].hosts]
