@@ -11,6 +11,7 @@ import json
 import operator
 import posixpath
 import re
+import types
 from collections.abc import Callable, Iterable, Mapping
 from functools import lru_cache
 from typing import Any
@@ -389,11 +390,21 @@ def _render_string(source: str, variables: Mapping[str, Any]) -> Any:
 
 
 def _unwrap(value: Any) -> Any:
+    """A rendered value as plain data. An undefined value anywhere inside it (e.g. `map(attribute=
+    'x')` over items without `x`) is an error here, naming what is missing, rather than an
+    object that no module argument and no workflow history can carry; a lazy sequence (a bare
+    `map(...)`) becomes a list, as Ansible makes it."""
     if isinstance(value, jinja2.Undefined):
         # Raises UndefinedError with the name of the missing variable.
         str(value)
     if isinstance(value, Markup):
         return str(value)
+    if isinstance(value, dict):
+        return {k: _unwrap(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_unwrap(v) for v in value]
+    if isinstance(value, types.GeneratorType):
+        return [_unwrap(v) for v in value]
     return value
 
 

@@ -41,6 +41,20 @@ def test_undefined_variable_is_named() -> None:
         evaluate("nope | length > 0", {})
 
 
+def test_an_undefined_value_inside_a_result_is_an_error_not_a_value() -> None:
+    # e.g. `map(attribute=...)` over items without that attribute: the task must fail with
+    # the reason, not hand a module an object no history can carry.
+    items = {"xs": [{"a": 1}, {"a": 2}]}
+    with pytest.raises(TemplateError, match="has no attribute 'summary'"):
+        render("{{ xs | map(attribute='summary') | list }}", items)
+    with pytest.raises(TemplateError, match="has no attribute 'summary'"):
+        render({"nested": ["{{ {'k': xs[0].summary} }}"]}, items)
+
+
+def test_a_lazy_sequence_becomes_a_list() -> None:
+    assert render("{{ xs | map(attribute='a') }}", {"xs": [{"a": 1}, {"a": 2}]}) == [1, 2]
+
+
 @pytest.mark.parametrize(
     ("expr", "expected"),
     [
