@@ -26,6 +26,7 @@ Python API (`SimCluster`)
   block_pdb(namespace, name, blocked=True)               (a PDB that never allows, or back)
   get/list/create/patch/delete(resource, ...)  objects in-process ("pods", "apps/deployments", ...)
   wait_for(predicate, timeout, what)    node_names()     call(fn) (run fn(SimControl) on the loop)
+  gpu_node_names() / control_plane_names()   kubernetes_version()   node_health(node) (regressions applied)
 
 SSH endpoints (`SimConfig(ssh=True)`, on by default in `pitstop sim serve`): every node gets
 its own 127.0.0.1 port and host key, answering the commands pitstop's `ssh.*` modules send
@@ -105,6 +106,28 @@ Behaviour pitstop's kube modules rely on
 Authentication: the kubeconfig carries a bearer token, but kubectl does not send tokens to a
 plain-HTTP server, so anonymous requests are served; a request with a wrong token gets 401
 (`SimConfig(require_token=True)` refuses anonymous ones too).
+
+Platform scenarios (`platform:` key, see `pitstop.sim.platform_spec` and
+`runbooks/scenarios/platform-upgrade.yaml`)
+----------------------------------------------------------------------------------------------
+- `/version` answers `platform.kubernetes_version` (the control plane's version, kept in the
+  simulator's state); kubelets default to it. Control-plane nodes `cp-001..` (Ready, label
+  `node-role.kubernetes.io/control-plane`, taint NoSchedule, no GPUs, own SSH endpoint,
+  inventory group `control_plane`) run mirror pods `kube-apiserver-cp-001`, ... whose images
+  carry the version, and a `kube-proxy` DaemonSet runs on every node.
+- Components become Deployments/DaemonSets (images, annotations, Services); Helm releases are
+  Helm 3 Secrets (`pitstop.helm`); CRDs keep `status.storedVersions` (an update that drops a
+  stored version is refused, a new storage version is recorded); webhook configurations point
+  at component Services. Changing a DaemonSet's template rolls its pods (RollingUpdate,
+  maxUnavailable) and a Deployment's replaces its ReplicaSet.
+- Over SSH (`pitstop.sim.ssh.kubetools`, `.packages`): `kubeadm version|upgrade plan|upgrade
+  apply|upgrade node` with kubeadm's version policy and messages; `apt-get install PKG=VER`,
+  `apt-mark hold|unhold|showhold`, `dpkg-query -W -f=...` over each node's package set;
+  `systemctl restart kubelet|containerd` (the Node then reports the installed version),
+  `kubelet --version`, `containerd --version`, `ofed_info -s`. Driver (`nvidia-driver-<branch>`)
+  and kernel (`linux-image-<release>`) packages take effect at the next reboot.
+- `platform.regressions`: health overrides applied to a node while its versions match `when`
+  (validation and `bench` pod logs follow them).
 
 Not simulated: server-side apply, exec/attach/port-forward/proxy, metrics, protobuf bodies,
 rolling Deployment updates (a new template replaces the old ReplicaSet at once), StatefulSet

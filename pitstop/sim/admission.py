@@ -468,6 +468,17 @@ def _crd_causes(crd: Obj) -> list[Cause]:
                 f'Invalid value: "{name}": must be spec.names.plural+"."+spec.group',
             )
         )
+    # The apiserver refuses to drop a version objects may still be stored in (migrate first).
+    served = {v.get("name") for v in spec.get("versions") or []}
+    for index, stored in enumerate((crd.get("status") or {}).get("storedVersions") or []):
+        if spec.get("versions") and stored not in served:
+            causes.append(
+                (
+                    f"status.storedVersions[{index}]",
+                    "FieldValueInvalid",
+                    f'Invalid value: "{stored}": must appear in spec.versions',
+                )
+            )
     return causes
 
 

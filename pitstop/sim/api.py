@@ -634,6 +634,13 @@ class KubeApi:
             return
         for rt in served:
             self.ctx.registry.add(rt)
+        storage = [v["name"] for v in (crd.get("spec") or {}).get("versions") or [] if v.get("storage")]
+        stored = list((crd.get("status") or {}).get("storedVersions") or [])
+        if stored and storage and storage[0] not in stored:
+            # A new storage version: objects written from now on are stored in it too.
+            recorded = clone(crd)
+            recorded["status"]["storedVersions"] = [*stored, storage[0]]
+            crd = self.ctx.store.update("customresourcedefinitions", recorded)
         if served and not any(
             c.get("type") == "Established" for c in (crd.get("status") or {}).get("conditions") or []
         ):

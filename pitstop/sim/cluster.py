@@ -43,11 +43,13 @@ from pitstop.sim.models import (
     CountersSnapshot,
     DomainUnavailability,
     LatencyFault,
+    NodeHealth,
     NodeProfile,
     ProfileUpdate,
     TimelineEvent,
 )
 from pitstop.sim.objects import name_of
+from pitstop.sim.platform import PlatformOps
 from pitstop.sim.resources import ResourceRegistry, ResourceType, crd_resource_type
 from pitstop.sim.scenario import Scenario, ScenarioError, load_scenario
 from pitstop.sim.seed import Seeder, SeedError, node_profiles
@@ -151,6 +153,12 @@ def _resume(ctx: SimContext) -> None:
         for rt in crd_resource_type(crd):
             ctx.registry.add(rt)
     ctx.pdbs_never_allow.update(ctx.scenario.faults.pdbs_never_allow)
+    if ctx.scenario.platform is not None:
+        # The control plane runs what its apiserver mirror pod's image says (upgrades persist).
+        ctx.kubernetes_version = ctx.scenario.platform.kubernetes_version
+        for pod in ctx.store.list("pods", "kube-system").items:
+            if (pod["metadata"].get("labels") or {}).get("component") == "kube-apiserver":
+                ctx.kubernetes_version = pod["spec"]["containers"][0]["image"].rsplit(":", 1)[-1]
 
 
 class SimControl:
@@ -163,6 +171,7 @@ class SimControl:
         self.api = api
         self.manager = manager
         self.ssh = ssh
+        self.platform = PlatformOps(ctx, api, manager)
 
     def counters(self) -> CountersSnapshot:
         return self.ctx.recorder.snapshot(self.ctx.faults.injected_counts())
@@ -231,6 +240,7 @@ class SimControl:
         counts = {rt.plural: self.ctx.store.count(rt.storage) for rt in self.ctx.registry.all()}
         return {
             "scenario": self.ctx.scenario.name,
+            "kubernetes_version": self.ctx.kubernetes_version,
             "sim_seconds": round(self.ctx.clock.now(), 3),
             "time_scale": self.ctx.clock.time_scale,
             "resource_version": self.ctx.store.resource_version,
@@ -389,7 +399,10 @@ class SimCluster:
         profiles = self.control.ctx.profiles
         write_inventory(
             files.inventory,
-            [InventoryHost(n, endpoints.port(n), profiles[n].domain) for n in endpoints.nodes()],
+            [
+                InventoryHost(n, endpoints.port(n), profiles[n].domain, profiles[n].role)
+                for n in endpoints.nodes()
+            ],
             user=self.config.ssh_user,
             known_hosts=files.known_hosts,
             kubeconfig=self.kubeconfig_path,
@@ -551,6 +564,15 @@ class SimCluster:
     def node_profile(self, node: str) -> NodeProfile:
         return self.call(lambda c: c.node_profile(node))
 
+    def node_health(self, node: str) -> NodeHealth:
+        """The health validation on `node` finds now: its own, with the scenario's regressions
+        that hold for the versions it runs."""
+        return self.call(lambda c: c.ctx.effective_profile(c.node_profile(node)).health)
+
+    def kubernetes_version(self) -> str:
+        """The control plane's version (what /version answers)."""
+        return self.call(lambda c: c.platform.kubernetes_version())
+
     def set_node_profile(self, node: str, update: ProfileUpdate) -> NodeProfile:
         return self.call(lambda c: c.set_node_profile(node, update))
 
@@ -639,4 +661,11 @@ class SimCluster:
             time.sleep(0.05)
 
     def node_names(self) -> builtins.list[str]:
+        """Every node: the GPU nodes, then control-plane nodes (scenarios with a `platform:`)."""
+        return self.scenario.all_node_names()
+
+    def gpu_node_names(self) -> builtins.list[str]:
         return self.scenario.cluster.node_names()
+
+    def control_plane_names(self) -> builtins.list[str]:
+        return self.scenario.control_plane_names()

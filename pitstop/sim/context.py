@@ -11,7 +11,7 @@ from pitstop.sim.clock import SimClock
 from pitstop.sim.counters import Recorder
 from pitstop.sim.faults import FaultInjector
 from pitstop.sim.models import NodeProfile
-from pitstop.sim.resources import ResourceRegistry, ResourceType
+from pitstop.sim.resources import KUBE_VERSION, ResourceRegistry, ResourceType
 from pitstop.sim.scenario import Scenario
 from pitstop.sim.selectors import FieldTerm
 from pitstop.sim.store import ObjectStore
@@ -32,6 +32,8 @@ class SimContext:
     # Container logs by pod uid (the kubelet keeps them, not etcd).
     logs: dict[str, str] = field(default_factory=dict)
     pdbs_never_allow: set[str] = field(default_factory=set)
+    # The control plane's version: what /version answers (kubeadm upgrade apply changes it).
+    kubernetes_version: str = KUBE_VERSION
     # Set by the controller manager: wakes it after API writes that need a reaction.
     poke: Callable[[], None] = lambda: None
 
@@ -40,6 +42,13 @@ class SimContext:
 
     def pods_on_node(self, node: str) -> list[Obj]:
         return self.store.list("pods", fields=[FieldTerm("spec.nodeName", True, node)]).items
+
+    def effective_profile(self, profile: NodeProfile) -> NodeProfile:
+        """The profile with the scenario's regressions that hold for its versions applied."""
+        platform = self.scenario.platform
+        if platform is None or not platform.regressions:
+            return profile
+        return profile.model_copy(update={"health": platform.health_for(profile)})
 
     def domain_of(self, node: str) -> str:
         profile = self.profiles.get(node)

@@ -168,7 +168,7 @@ class HttpFrontend:
         registry = self.ctx.registry
         stripped = path.rstrip("/") or "/"
         if stripped == "/version":
-            return _json(version_info())
+            return _json(version_info(self.ctx.kubernetes_version))
         if stripped in ("/healthz", "/livez", "/readyz"):
             return web.Response(text="ok", content_type="text/plain")
         if stripped == "/api":

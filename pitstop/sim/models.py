@@ -33,6 +33,15 @@ class NodeHealth(Strict):
     never_returns_after_reboot: bool = Field(
         default=False, description="The node stays NotReady after a reboot."
     )
+    train_samples_per_s: float = Field(
+        default=2400.0, ge=0, description="Throughput of the representative training bench (samples/s)."
+    )
+    inference_ttft_ms: float = Field(
+        default=180.0, ge=0, description="Median time to first token of the inference bench (ms)."
+    )
+    inference_tpot_ms: float = Field(
+        default=22.0, ge=0, description="Median time per output token of the inference bench (ms)."
+    )
 
     def fails(self, kind: str) -> bool:
         return "*" in self.fails_validation or kind in self.fails_validation
@@ -52,6 +61,12 @@ class NodeProfile(BaseModel):
     kubelet_version: str
     container_runtime: str
     health: NodeHealth = Field(default_factory=NodeHealth)
+    role: Literal["gpu", "control-plane"] = "gpu"
+    packages: dict[str, str] = Field(
+        default_factory=dict, description="Installed Debian packages and their versions (the dpkg view)."
+    )
+    held: list[str] = Field(default_factory=list, description="Packages on hold (`apt-mark hold`).")
+    nic_driver: str | None = Field(default=None, description="MLNX_OFED version (`ofed_info -s`).")
     boot_id: str = ""
     reboots: int = 0
     pending: ProfileUpdate | None = Field(default=None, description="Applied at the next reboot.")
@@ -66,6 +81,8 @@ class ProfileUpdate(Strict):
     kernel_version: str | None = None
     os_image: str | None = None
     kubelet_version: str | None = None
+    container_runtime: str | None = None
+    nic_driver: str | None = None
     gpu_product: str | None = None
     health: NodeHealth | None = None
     apply: Literal["now", "reboot"] = "now"

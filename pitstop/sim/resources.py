@@ -325,12 +325,12 @@ class ResourceRegistry:
         }
 
 
-def version_info() -> Obj:
-    major, minor, _ = KUBE_VERSION.lstrip("v").split(".")
+def version_info(version: str = KUBE_VERSION) -> Obj:
+    major, minor, _ = version.lstrip("v").split(".")
     return {
         "major": major,
         "minor": minor,
-        "gitVersion": KUBE_VERSION,
+        "gitVersion": version,
         "gitCommit": "0000000000000000000000000000000000000000",
         "gitTreeState": "clean",
         "buildDate": "2025-04-22T00:00:00Z",

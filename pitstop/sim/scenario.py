@@ -17,6 +17,7 @@ from pydantic import BaseModel, Field, ValidationError, field_validator, model_v
 from pitstop.runbook._yaml import Node, load_yaml, parse_yaml
 from pitstop.runbook.errors import RunbookError, suggest
 from pitstop.sim.models import ApiErrorFault, LatencyFault, NodeHealth, Strict
+from pitstop.sim.platform_spec import Platform
 from pitstop.sim.quantity import is_quantity
 from pitstop.sim.ssh.models import SshNodeFaults
 
@@ -26,6 +27,15 @@ DNS_LABEL_HINT = "lowercase letters, digits and '-', starting and ending with a 
 
 class ScenarioError(ValueError):
     """A scenario file (or scenario data) is invalid; `str(e)` says where and how to fix it."""
+
+
+class LocatedReferenceError(ScenarioError):
+    """A name that does not resolve, at a place in the scenario (`loc`) the file can point to."""
+
+    def __init__(self, loc: tuple[str | int, ...], message: str) -> None:
+        super().__init__(f"{_dotted([f'[{p}]' if isinstance(p, int) else str(p) for p in loc])}: {message}")
+        self.loc = loc
+        self.message = message
 
 
 def _dns_name(value: str) -> str:
@@ -263,6 +273,17 @@ class Scenario(Strict):
     health: Health = Field(default_factory=Health)
     workloads: Workloads = Field(default_factory=Workloads)
     faults: Faults = Field(default_factory=Faults)
+    platform: Platform | None = Field(
+        default=None,
+        description="Platform versions, control plane, components, CRDs, webhooks, regressions.",
+    )
+
+    def control_plane_names(self) -> list[str]:
+        return self.platform.control_plane.node_names() if self.platform else []
+
+    def all_node_names(self) -> list[str]:
+        """GPU nodes, then control-plane nodes (when the scenario has a platform)."""
+        return self.cluster.node_names() + self.control_plane_names()
 
     def with_shape(
         self, nodes: int | None = None, domains: int | None = None, gpus_per_node: int | None = None
@@ -327,6 +348,46 @@ class Scenario(Strict):
                     f"faults.pdbs_never_allow: no workload in the scenario has a PDB named '{ref}' "
                     f"(PDBs: {', '.join(sorted(pdbs)) or 'none'})"
                 )
+        if self.platform is not None:
+            self._check_platform(self.platform)
+
+    def _check_platform(self, platform: Platform) -> None:
+        nodes = self.all_node_names()
+        control_plane = set(self.control_plane_names())
+        clash = control_plane & set(self.cluster.node_names())
+        if clash:
+            raise LocatedReferenceError(
+                ("platform", "control_plane", "name_prefix"),
+                f"control-plane node names clash with GPU node names ({', '.join(sorted(clash))}); "
+                "choose another name_prefix",
+            )
+
+        def need_node(name: str, loc: tuple[str | int, ...]) -> None:
+            if name not in nodes:
+                hint = suggest(name, nodes)
+                extra = f"; did you mean '{hint}'?" if hint else ""
+                raise LocatedReferenceError(
+                    loc, f"unknown node '{name}' (the cluster has {', '.join(nodes)}){extra}"
+                )
+
+        for index, regression in enumerate(platform.regressions):
+            for position, name in enumerate(regression.nodes):
+                need_node(name, ("platform", "regressions", index, "nodes", position))
+        for name in platform.node_packages:
+            need_node(name, ("platform", "node_packages", name))
+        crds = {c.name for c in platform.crds} | {"clusterpolicies.nvidia.com"}
+        charts = [("components", i, c.helm) for i, c in enumerate(platform.components) if c.helm]
+        charts += [("helm_releases", i, r) for i, r in enumerate(platform.helm_releases)]
+        for where, index, chart in charts:
+            for position, crd in enumerate(chart.crds):
+                if crd not in crds:
+                    hint = suggest(crd, sorted(crds))
+                    extra = f"; did you mean '{hint}'?" if hint else ""
+                    loc: tuple[str | int, ...] = ("platform", where, index)
+                    loc += ("helm", "crds", position) if where == "components" else ("crds", position)
+                    raise LocatedReferenceError(
+                        loc, f"the chart ships CRD '{crd}', which platform.crds does not define{extra}"
+                    )
 
 
 def load_scenario(path: str | Path) -> Scenario:
@@ -360,6 +421,14 @@ def _validate(root: Node) -> Scenario:
         raise ScenarioError(_describe(exc.errors(include_url=False)[0], root)) from None
     try:
         scenario.check_references()
+    except LocatedReferenceError as exc:
+        target = root
+        for part in exc.loc:
+            if not target.has(part):
+                break
+            target = target.child(part)
+        where = _dotted([f"[{p}]" if isinstance(p, int) else str(p) for p in exc.loc])
+        raise ScenarioError(str(target.error(f"{where}: {exc.message}"))) from None
     except ScenarioError as exc:
         raise ScenarioError(f"{root.path}: {exc}") from None
     return scenario

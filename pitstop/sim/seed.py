@@ -47,6 +47,8 @@ from pitstop.sim.objects import (
     random_suffix,
     untolerated,
 )
+from pitstop.sim.platform_objects import CONTROL_PLANE_LABEL, CONTROL_PLANE_TAINT, node_packages
+from pitstop.sim.platform_seed import PlatformSeeder, platform_namespaces
 from pitstop.sim.quantity import parse_quantity
 from pitstop.sim.scenario import Deployment, Pdb, Scenario, TrainingJob
 
@@ -73,6 +75,11 @@ def _quantity(name: str, value: Decimal) -> str:
 
 def node_profiles(scenario: Scenario) -> dict[str, NodeProfile]:
     shape = scenario.cluster
+    platform = scenario.platform
+    # With a platform, kubelets run the cluster's version unless the scenario says otherwise.
+    kubelet_default = shape.kubelet_version
+    if platform is not None and "kubelet_version" not in shape.model_fields_set:
+        kubelet_default = platform.kubernetes_version
     out: dict[str, NodeProfile] = {}
     for index, name in enumerate(shape.node_names()):
         override = shape.node_overrides.get(name)
@@ -94,13 +101,34 @@ def node_profiles(scenario: Scenario) -> dict[str, NodeProfile]:
             ),
             os_image=(override.os_image if override and override.os_image else shape.os_image),
             kubelet_version=(
-                override.kubelet_version if override and override.kubelet_version else shape.kubelet_version
+                override.kubelet_version if override and override.kubelet_version else kubelet_default
             ),
             container_runtime=shape.container_runtime,
             health=scenario.health_of(name),
             boot_id=new_uid(),
         )
         out[name] = profile
+    if platform is not None:
+        domains = shape.domain_names()
+        for index, name in enumerate(scenario.control_plane_names()):
+            out[name] = NodeProfile(
+                name=name,
+                domain=domains[index % len(domains)],
+                gpu_product="",
+                gpus=0,
+                driver_version="",
+                firmware_version="",
+                kernel_version=shape.kernel_version,
+                os_image=shape.os_image,
+                kubelet_version=platform.kubernetes_version,
+                container_runtime=shape.container_runtime,
+                role="control-plane",
+                boot_id=new_uid(),
+            )
+        for profile in out.values():
+            profile.packages = node_packages(profile, platform)
+            if profile.role == "gpu" and profile.gpus > 0:
+                profile.nic_driver = platform.nic_driver
     return out
 
 
@@ -122,7 +150,9 @@ class Seeder:
         if scenario.cluster.kueue:
             namespaces.append("kueue-system")
         workloads = scenario.workloads
+        platform = scenario.platform
         for ns in [
+            *(platform_namespaces(platform) if platform else []),
             *workloads.namespaces,
             *(d.namespace for d in workloads.deployments),
             *(t.namespace for t in workloads.training_jobs),
@@ -140,12 +170,18 @@ class Seeder:
             crds += kueue_crds()
         if scenario.cluster.gpu_operator:
             crds += gpu_operator_crds()
+        platform_seed = PlatformSeeder(self) if platform is not None else None
+        if platform_seed is not None:
+            crds = platform_seed.crds(crds)
         for crd in crds:
             self.api.create(self.ctx.rt("apiextensions.k8s.io", "customresourcedefinitions"), None, crd)
         self.ctx.profiles.update(node_profiles(scenario))
-        for name in scenario.cluster.node_names():
+        for name in scenario.all_node_names():
             self._node(self.ctx.profiles[name])
         self._nodes = self.ctx.store.list("nodes").items
+        if platform_seed is not None:
+            platform_seed.control_plane()
+            platform_seed.daemonsets()
         if scenario.cluster.gpu_operator:
             self._gpu_operator()
         for ds in workloads.daemonsets:
@@ -155,6 +191,9 @@ class Seeder:
             self._training_job(job)
         for deploy in workloads.deployments:
             self._deployment(deploy)
+        if platform_seed is not None:
+            platform_seed.deployments()
+            platform_seed.finish()
         for cq in workloads.cluster_queues:
             self._cluster_queue(
                 cq.name, cq.stop_policy, cq.gpus, [(q.namespace, q.name) for q in cq.local_queues]
@@ -184,6 +223,12 @@ class Seeder:
             DRIVER_VERSION_LABEL: profile.driver_version,
             FIRMWARE_VERSION_LABEL: profile.firmware_version,
         }
+        control_plane = profile.role == "control-plane"
+        if control_plane:
+            for key in (DRIVER_VERSION_LABEL, FIRMWARE_VERSION_LABEL):
+                labels.pop(key)
+            labels["node.kubernetes.io/instance-type"] = "cpu-control-plane"
+            labels[CONTROL_PLANE_LABEL] = ""
         if profile.gpus > 0:
             labels.update(
                 {
@@ -194,9 +239,10 @@ class Seeder:
             )
         if override:
             labels.update(override.labels)
+        cp_shape = self.scenario.platform.control_plane if self.scenario.platform else None
         capacity = {
-            "cpu": shape.cpu,
-            "memory": shape.memory,
+            "cpu": cp_shape.cpu if control_plane and cp_shape else shape.cpu,
+            "memory": cp_shape.memory if control_plane and cp_shape else shape.memory,
             "pods": str(shape.max_pods),
             "ephemeral-storage": "3840Gi",
             "hugepages-1Gi": "0",
@@ -222,6 +268,8 @@ class Seeder:
         }
         if override and override.taints:
             spec["taints"] = [t.model_dump(exclude_none=True) for t in override.taints]
+        if control_plane:
+            spec["taints"] = [dict(CONTROL_PLANE_TAINT)]
         if override and override.unschedulable:
             spec["unschedulable"] = True
         body = {
@@ -355,21 +403,40 @@ class Seeder:
             },
         )
         for name, image in GPU_OPERATOR_DAEMONSETS:
+            if self.ctx.store.get("daemonsets", GPU_OPERATOR_NAMESPACE, name) is not None:
+                continue  # the scenario's platform deploys this one itself
             self._daemonset(name, GPU_OPERATOR_NAMESPACE, image, gpu_only=True, tolerate_gpu=True)
 
     def _daemonset(
-        self, name: str, namespace: str, image: str, *, gpu_only: bool, tolerate_gpu: bool = False
+        self,
+        name: str,
+        namespace: str,
+        image: str,
+        *,
+        gpu_only: bool,
+        tolerate_gpu: bool = False,
+        tolerate_all: bool = False,
+        labels: dict[str, str] | None = None,
+        annotations: dict[str, str] | None = None,
     ) -> None:
         template_spec: Obj = {"containers": [{"name": name.removesuffix("-daemonset"), "image": image}]}
         if gpu_only:
             template_spec["nodeSelector"] = {GPU_PRESENT_LABEL: "true"}
         if tolerate_gpu:
             template_spec["tolerations"] = [{"key": GPU, "operator": "Exists", "effect": "NoSchedule"}]
+        if tolerate_all:  # node agents (CNI, kube-proxy) run on control-plane nodes too
+            template_spec["tolerations"] = [{"operator": "Exists"}]
+        all_labels = {"app": name, **(labels or {})}
+        template_meta: Obj = {"labels": dict(all_labels)}
+        metadata: Obj = {"name": name, "namespace": namespace, "labels": all_labels}
+        if annotations:
+            template_meta["annotations"] = dict(annotations)
+            metadata["annotations"] = dict(annotations)
         body = {
-            "metadata": {"name": name, "namespace": namespace, "labels": {"app": name}},
+            "metadata": metadata,
             "spec": {
                 "selector": {"matchLabels": {"app": name}},
-                "template": {"metadata": {"labels": {"app": name}}, "spec": template_spec},
+                "template": {"metadata": template_meta, "spec": template_spec},
             },
         }
         ds = self._create("apps", "daemonsets", namespace, body)
@@ -410,7 +477,7 @@ class Seeder:
             out["limits"] = limits
         return out
 
-    def _deployment(self, d: Deployment) -> None:
+    def _deployment(self, d: Deployment, annotations: dict[str, str] | None = None) -> None:
         labels = {"app": d.name, **d.labels}
         container: Obj = {
             "name": d.name,
@@ -425,13 +492,16 @@ class Seeder:
         if d.empty_dir:
             extra["volumes"] = [{"name": "scratch", "emptyDir": {}}]
             container["volumeMounts"] = [{"name": "scratch", "mountPath": "/scratch"}]
-        template = self._template(labels, container, extra)
+        template = self._template(labels, container, extra, annotations)
+        deploy_meta: Obj = {"name": d.name, "namespace": d.namespace, "labels": labels}
+        if annotations:
+            deploy_meta["annotations"] = dict(annotations)
         deploy = self._create(
             "apps",
             "deployments",
             d.namespace,
             {
-                "metadata": {"name": d.name, "namespace": d.namespace, "labels": labels},
+                "metadata": deploy_meta,
                 "spec": {
                     "replicas": d.replicas,
                     "selector": {"matchLabels": dict(labels)},

@@ -3,6 +3,7 @@
 A producer turns (kind, node profile, pod) into a `ValidationOutcome`: whether the container
 succeeds, its log, and how long it runs. `dcgm` and `nccl` producers write output shaped
 like `dcgmi diag -r 3` and nccl-tests' `all_reduce_perf`, driven by the node's health profile;
+`bench` runs a representative training or inference workload (`METRIC name=value unit` lines);
 other kinds get a generic pass/fail log. Register more with `register_log_producer`.
 """
 
@@ -110,6 +111,52 @@ def p2p(kind: str, profile: NodeProfile, pod: Obj) -> ValidationOutcome:
     return ValidationOutcome(succeeded=not profile.health.fails(kind), log=log)
 
 
+def _env(pod: Obj, name: str) -> str | None:
+    containers = (pod.get("spec") or {}).get("containers") or [{}]
+    for entry in containers[0].get("env") or []:
+        if entry.get("name") == name:
+            return str(entry.get("value", ""))
+    return None
+
+
+def bench(kind: str, profile: NodeProfile, pod: Obj) -> ValidationOutcome:
+    """Representative workloads (env PITSTOP_BENCH = training | inference): a short log ending
+    in `METRIC <name>=<value> <unit>` lines, from the node's health."""
+    health = profile.health
+    workload = _env(pod, "PITSTOP_BENCH")
+    head = f"bench {workload} on {profile.name} ({profile.gpu_product} x{profile.gpus})\n"
+    if workload not in ("training", "inference"):
+        return ValidationOutcome(
+            succeeded=False,
+            log=f"bench: PITSTOP_BENCH must be 'training' or 'inference', got {workload!r}\n",
+        )
+    if health.fails(kind):
+        return ValidationOutcome(
+            succeeded=False, log=head + "RuntimeError: CUDA error: unspecified launch failure\n"
+        )
+    if workload == "training":
+        # Loss falls over the run; a slower node still converges, only its throughput drops.
+        losses = [round(2.31 * (0.93**step), 4) for step in range(0, 11)]
+        metrics = [
+            ("samples_per_second", health.train_samples_per_s, "samples/s"),
+            ("loss_first", losses[0], "loss"),
+            ("loss_last", losses[-1], "loss"),
+            ("checkpoint_restore_seconds", 14.2, "s"),
+        ]
+        body = "".join(f"step {i * 10} loss {loss:.4f}\n" for i, loss in enumerate(losses))
+    else:
+        metrics = [
+            ("model_load_seconds", 38.5, "s"),
+            ("ttft_ms_p50", health.inference_ttft_ms, "ms"),
+            ("tpot_ms_p50", health.inference_tpot_ms, "ms"),
+            # Decode-bound: requests per second scale with the inverse of the time per token.
+            ("requests_per_second", round(24.0 * 22.0 / max(health.inference_tpot_ms, 0.1), 2), "req/s"),
+        ]
+        body = "loaded model in 38.5 s\nserving 512 requests, concurrency 32\n"
+    lines = "".join(f"METRIC {name}={value:g} {unit}\n" for name, value, unit in metrics)
+    return ValidationOutcome(succeeded=True, log=head + body + lines)
+
+
 def _generic(kind: str, profile: NodeProfile, pod: Obj) -> ValidationOutcome:
     ok = not profile.health.fails(kind)
     verdict = "PASS" if ok else "FAIL"
@@ -125,3 +172,4 @@ register_log_producer("dcgm", dcgm)
 register_log_producer("nccl", nccl)
 register_log_producer("cuda", cuda)
 register_log_producer("p2p", p2p)
+register_log_producer("bench", bench)

@@ -50,6 +50,8 @@ def pod_ip(node_index: int, pod_name: str) -> str:
 
 def running_status(pod: Obj, host_ip: str, ip: str, *, restart: bool = False) -> Obj:
     """Status of a pod whose containers all run and are ready."""
+    if (pod.get("spec") or {}).get("hostNetwork"):
+        ip = host_ip  # static control-plane pods and node agents share the node's address
     stamp = rfc3339()
     old = pod.get("status") or {}
     previous = {s.get("name"): s for s in old.get("containerStatuses") or []}
@@ -264,7 +266,7 @@ class Kubelet(Controller):
         if kind:
             profile = self.ctx.profiles.get(pod_node(pod) or "")
             if profile is not None:
-                outcome = produce(kind, profile, pod)
+                outcome = produce(kind, self.ctx.effective_profile(profile), pod)
                 if outcome.seconds is not None:
                     seconds = outcome.seconds
         self._finishing.add(uid)

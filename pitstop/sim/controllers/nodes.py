@@ -57,9 +57,10 @@ def wanted_taints(node: Obj) -> list[Obj]:
 def apply_profile_to_node(node: Obj, profile: NodeProfile) -> Obj:
     updated: Obj = clone(node)
     labels = updated["metadata"].setdefault("labels", {})
-    labels[DRIVER_VERSION_LABEL] = profile.driver_version
-    labels[FIRMWARE_VERSION_LABEL] = profile.firmware_version
-    labels[GPU_PRODUCT_LABEL] = profile.gpu_product
+    if profile.role == "gpu":  # control-plane nodes carry no GPU labels
+        labels[DRIVER_VERSION_LABEL] = profile.driver_version
+        labels[FIRMWARE_VERSION_LABEL] = profile.firmware_version
+        labels[GPU_PRODUCT_LABEL] = profile.gpu_product
     info = updated.setdefault("status", {}).setdefault("nodeInfo", {})
     info.update(
         {
@@ -257,6 +258,8 @@ def apply_update(profile: NodeProfile, update: ProfileUpdate) -> None:
         "kernel_version",
         "os_image",
         "kubelet_version",
+        "container_runtime",
+        "nic_driver",
         "gpu_product",
     ):
         value = getattr(update, field)

@@ -36,6 +36,7 @@ Obj = dict[str, Any]
 Key = tuple[str, str]
 
 _NAME_CHARS = "bcdfghjklmnpqrstvwxz2456789"
+REVISION_LABEL = "controller-revision-hash"  # which template a DaemonSet pod was made from
 
 # Tolerations the DaemonSet controller adds to its pods.
 DAEMONSET_TOLERATIONS = (
@@ -276,6 +277,10 @@ class DeploymentController(_Owned):
 
     def _new_replicaset(self, deploy: Obj, template: Obj, pod_hash: str, replicas: int) -> Obj | None:
         template.setdefault("metadata", {}).setdefault("labels", {})["pod-template-hash"] = pod_hash
+        owned = [o for s, o in self.ctx.store.dependents(meta(deploy).get("uid", "")) if s == "replicasets"]
+        notes = [meta(rs).get("annotations") or {} for rs in owned]
+        revisions = [int(v) for n in notes if (v := n.get("deployment.kubernetes.io/revision", "")).isdigit()]
+        revision = max(revisions, default=0) + 1
         selector = clone((deploy.get("spec") or {}).get("selector") or {})
         selector.setdefault("matchLabels", {})["pod-template-hash"] = pod_hash
         rs = {
@@ -287,7 +292,7 @@ class DeploymentController(_Owned):
                 "labels": {**(template["metadata"].get("labels") or {})},
                 "annotations": {
                     "deployment.kubernetes.io/desired-replicas": str(replicas),
-                    "deployment.kubernetes.io/revision": "1",
+                    "deployment.kubernetes.io/revision": str(revision),
                 },
                 "ownerReferences": [owner_ref(deploy)],
             },
@@ -407,18 +412,36 @@ class DaemonSetController(_Owned):
             self._create_on(ds, missing)
         scheduled = [p for group in by_node.values() for p in group]
         ready = sum(1 for p in scheduled if pod_is_ready(p))
+        revision = template_hash((ds.get("spec") or {}).get("template") or {})
+        outdated = [p for p in scheduled if labels_of(p).get(REVISION_LABEL) != revision]
+        self._roll(ds, outdated, desired - ready, desired)
         status = {
             "currentNumberScheduled": len(by_node) - (1 if "" in by_node else 0),
             "desiredNumberScheduled": desired,
             "numberMisscheduled": 0,
             "numberReady": ready,
             "numberAvailable": ready,
-            "updatedNumberScheduled": len(scheduled),
+            "updatedNumberScheduled": len(scheduled) - len(outdated),
             "observedGeneration": meta(ds).get("generation", 1),
         }
         if desired - ready > 0:
             status["numberUnavailable"] = desired - ready
         self.write_status(ds, status)
+
+    def _roll(self, ds: Obj, outdated: list[Obj], unavailable: int, desired: int) -> None:
+        """RollingUpdate: replace pods of an older template, at most `maxUnavailable` (default 1)
+        ready pods at a time; outdated pods that are not ready go first, for free. OnDelete
+        leaves them until someone deletes them."""
+        strategy = (ds.get("spec") or {}).get("updateStrategy") or {}
+        if strategy.get("type", "RollingUpdate") != "RollingUpdate" or not outdated:
+            return
+        budget = _max_unavailable(strategy, desired) - max(0, unavailable)
+        for pod in sorted(outdated, key=pod_is_ready):
+            if pod_is_ready(pod):
+                if budget <= 0:
+                    break
+                budget -= 1
+            self.manager.kubelet.terminate(pod)
 
     def _create_on(self, ds: Obj, nodes: list[str]) -> None:
         """Create the DaemonSet's pod on `nodes` after the recreate delay (once per node)."""
@@ -445,8 +468,20 @@ class DaemonSetController(_Owned):
         self.later(self.ctx.scenario.timing.recreate_delay_seconds, create)
 
 
+def _max_unavailable(strategy: Obj, desired: int) -> int:
+    value = (strategy.get("rollingUpdate") or {}).get("maxUnavailable", 1)
+    if isinstance(value, str) and value.endswith("%") and value[:-1].isdigit():
+        return max(1, desired * int(value[:-1]) // 100)
+    try:
+        return max(1, int(value))
+    except (TypeError, ValueError):
+        return 1
+
+
 def daemon_pod(ds: Obj, template: Obj, node: str, rng: Any) -> Obj:
-    pod = pod_from_template(ds, template, f"{name_of(ds)}-{random_suffix(rng)}")
+    pod = pod_from_template(
+        ds, template, f"{name_of(ds)}-{random_suffix(rng)}", {REVISION_LABEL: template_hash(template)}
+    )
     spec = pod["spec"]
     spec["nodeName"] = node
     spec["affinity"] = {

@@ -34,6 +34,17 @@ class SshBackend(Protocol):
 
     def real_seconds(self, sim_seconds: float) -> float: ...
 
+    # Platform upgrades (kubeadm, apt-get, systemctl; see `pitstop.sim.platform`).
+    def kubernetes_version(self) -> str: ...
+
+    def upgrade_control_plane(self, version: str) -> None: ...
+
+    def install_packages(self, node: str, packages: dict[str, str]) -> None: ...
+
+    def set_held(self, node: str, names: list[str], held: bool) -> None: ...
+
+    def restart_service(self, node: str, service: str) -> None: ...
+
 
 class ClusterBackend:
     def __init__(self, cluster: SimCluster) -> None:
@@ -63,3 +74,18 @@ class ClusterBackend:
 
     def real_seconds(self, sim_seconds: float) -> float:
         return max(0.0, sim_seconds) / self._cluster.scenario.timing.time_scale
+
+    def kubernetes_version(self) -> str:
+        return self._cluster.kubernetes_version()
+
+    def upgrade_control_plane(self, version: str) -> None:
+        self._cluster.call(lambda c: c.platform.upgrade_control_plane(version))
+
+    def install_packages(self, node: str, packages: dict[str, str]) -> None:
+        self._cluster.call(lambda c: c.platform.install_packages(node, packages))
+
+    def set_held(self, node: str, names: list[str], held: bool) -> None:
+        self._cluster.call(lambda c: c.platform.set_held(node, names, held))
+
+    def restart_service(self, node: str, service: str) -> None:
+        self._cluster.call(lambda c: c.platform.restart_service(node, service))

@@ -5,7 +5,9 @@ secrets/sim-ssh-key    the client's private key (OpenSSH format, 0600): the secr
                        `{secret: sim-ssh-key}` once PITSTOP_SECRETS_DIR points at `secrets/`
 inventory.yaml         the nodes as an inventory: a `cluster:` block (kubeconfig, SSH user,
                        key, known_hosts) and hosts with ansible_host/ansible_port,
-                       failure_domain and node_name, in group `gpu` and one group per domain
+                       failure_domain and node_name, in group `gpu` and one group per domain;
+                       control-plane nodes (scenarios with a `platform:`) in group
+                       `control_plane`, outside `gpu`
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from ruamel.yaml import YAML
 KEY_SECRET = "sim-ssh-key"
 CLUSTER_NAME = "pitstop-sim"
 ALL_NODES_GROUP = "gpu"
+CONTROL_PLANE_GROUP = "control_plane"
 
 
 @dataclass(frozen=True)
@@ -50,6 +53,7 @@ class InventoryHost:
     name: str
     port: int
     domain: str
+    role: str = "gpu"
 
 
 def _replace(path: Path, text: str, mode: int = 0o644) -> None:
@@ -75,8 +79,12 @@ def inventory(
     hosts: list[InventoryHost], *, user: str, known_hosts: Path, kubeconfig: Path | None, bind_host: str
 ) -> dict[str, Any]:
     domains: dict[str, dict[str, Any]] = {}
+    control_plane: dict[str, Any] = {}
     for host in hosts:
-        members = domains.setdefault(group_name(host.domain), {"hosts": {}})["hosts"]
+        if host.role == "control-plane":
+            members = control_plane
+        else:
+            members = domains.setdefault(group_name(host.domain), {"hosts": {}})["hosts"]
         members[host.name] = {
             "ansible_host": bind_host,
             "ansible_port": host.port,
@@ -87,7 +95,10 @@ def inventory(
     if kubeconfig is not None:
         cluster["kubeconfig"] = str(kubeconfig.resolve())
     cluster["ssh"] = {"user": user, "key": {"secret": KEY_SECRET}, "known_hosts": str(known_hosts.resolve())}
-    return {"cluster": cluster, "all": {"children": {ALL_NODES_GROUP: {"children": domains}}}}
+    children: dict[str, Any] = {ALL_NODES_GROUP: {"children": domains}}
+    if control_plane:
+        children[CONTROL_PLANE_GROUP] = {"hosts": control_plane}
+    return {"cluster": cluster, "all": {"children": children}}
 
 
 def write_inventory(

@@ -2,21 +2,23 @@
 
 Understood: words with shell quoting; lists joined by `&&`, `||` and `;`; `> FILE` and
 `>> FILE`; the wrappers the modules put around commands (`sudo -n [-u USER] --`,
-`timeout [-k N] SECONDS`, `sh -c '...'`, `cd DIR && ...`); `exit N`; scripts on the node's
+`timeout [-k N] SECONDS`, `sh -c '...'`, `cd DIR && ...`, `VAR=value cmd`); `exit N`; scripts on the node's
 file system (run line by line: `ssh.script`); pitstop's firmware apply script (recognised
 whole by `protocol.parse_apply`). No variables, pipes, globs or background jobs: those get
 exit status 2 with a message naming what is missing. A command that is neither a coreutil
-the modules use (see `coreutils`) nor a node tool (see `nodetools`) gets 127, as in dash.
+the modules use (see `coreutils`) nor a node tool (see `nodetools`, `packages`, `kubetools`)
+gets 127, as in dash.
 """
 
 from __future__ import annotations
 
 import posixpath
+import re
 import shlex
 import time
 from dataclasses import replace
 
-from pitstop.sim.ssh import coreutils, nodetools
+from pitstop.sim.ssh import coreutils, kubetools, nodetools, packages
 from pitstop.sim.ssh.context import (
     RC_NOT_FOUND,
     RC_TIMED_OUT,
@@ -28,7 +30,13 @@ from pitstop.sim.ssh.context import (
 )
 from pitstop.ssh import protocol
 
-COMMANDS: dict[str, Handler] = {**coreutils.COMMANDS, **nodetools.COMMANDS}
+COMMANDS: dict[str, Handler] = {
+    **coreutils.COMMANDS,
+    **nodetools.COMMANDS,
+    **packages.COMMANDS,
+    **kubetools.COMMANDS,  # its systemctl restarts services and reboots (nodetools' only reboots)
+}
+ASSIGNMENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*=.*", re.DOTALL)
 BIN_DIRS = ("/bin", "/usr/bin", "/sbin", "/usr/sbin", "/usr/local/bin", "/usr/local/sbin")
 LIST_OPERATORS = ("&&", "||", ";")
 REDIRECTIONS = (">", ">>")
@@ -198,6 +206,10 @@ def simple(argv: list[str], ctx: ExecContext) -> int:
         return RC_USAGE
     if redirect is not None:
         return _redirected(argv, ctx, *redirect)
+    while argv and ASSIGNMENT.fullmatch(argv[0]):
+        argv = argv[1:]  # `DEBIAN_FRONTEND=noninteractive apt-get ...`: the node has no variables
+    if not argv:
+        return 0
     name = argv[0]
     base = posixpath.basename(name)
     if "/" in name and posixpath.dirname(name) not in BIN_DIRS:

@@ -121,10 +121,17 @@ def test_shipped_scenarios_start_with_their_workloads_running(path: Path, tmp_pa
     with SimCluster(SimConfig(scenario=scenario)) as sim:
         expected = sum(d.replicas for d in scenario.workloads.deployments)
         expected += sum(t.pods for t in scenario.workloads.training_jobs)
-        workload_pods = [p for p in sim.list("pods") if p["metadata"]["namespace"] != "gpu-operator"]
+        # Platform scenarios also run the control plane and components (tests/integration/sim_platform).
+        platform_apps = {c.name for c in scenario.platform.components} if scenario.platform else set()
+        workload_pods = [
+            p
+            for p in sim.list("pods")
+            if p["metadata"]["namespace"] not in ("gpu-operator", "kube-system")
+            and p["metadata"]["labels"].get("app") not in platform_apps
+        ]
         assert len(workload_pods) == expected
         assert all(p["status"]["phase"] == "Running" for p in workload_pods)
-        assert len(sim.list("nodes")) == scenario.cluster.nodes
+        assert len(sim.list("nodes")) == scenario.cluster.nodes + len(scenario.control_plane_names())
 
 
 def test_admin_endpoints_reboot_profile_faults_and_counters(start_sim: StartSim) -> None:
