@@ -9,9 +9,12 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from activities.acceptance import ACCEPTANCE_ACTIVITIES
 from activities.baseline import BASELINE_ACTIVITIES
+from activities.compat import COMPAT_ACTIVITIES
 from activities.etcd import ETCD_ACTIVITIES
 from activities.gpu import GPU_ACTIVITIES
+from activities.inventory import INVENTORY_ACTIVITIES
 from activities.kube import KUBE_ACTIVITIES
 from activities.notify import NOTIFY_ACTIVITIES
 from activities.observe import OBSERVE_ACTIVITIES
@@ -31,4 +34,7 @@ ACTIVITIES: list[Callable[..., Any]] = [
     *KUBE_ACTIVITIES,
     *GPU_ACTIVITIES,
     *OBSERVE_ACTIVITIES,
+    *ACCEPTANCE_ACTIVITIES,
+    *INVENTORY_ACTIVITIES,
+    *COMPAT_ACTIVITIES,
 ]

@@ -1,4 +1,5 @@
-"""`records.*` modules: what a run leaves for people. Today: the restore-drill report.
+"""`records.*` modules: what a run leaves for people: the restore-drill report (below) and the
+change record of a platform upgrade (`records_change_record`, built by `pitstop.records.change_record`).
 
 The report is built by pure functions from the registered results of the drill's steps
 (`build_drill_report`, `render_markdown`), so what it claims is testable without S3:
@@ -27,9 +28,11 @@ from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
 from activities._args import parse_args
-from activities.storage import s3_client, s3_errors, uri
+from activities.storage import ensure_bucket, s3_client, s3_errors, uri
 from pitstop.contracts import ModuleCall, ModuleResult
-from pitstop.module_args.records import DrillReportArgs
+from pitstop.module_args.records import ChangeRecordArgs, DrillReportArgs
+from pitstop.records.change_record import RecordInputs, build_change_record, sanitize
+from pitstop.records.change_record import render_markdown as render_change_record
 from pitstop.retention import cluster_prefix, compact_time, snapshot_time
 
 log = logging.getLogger("pitstop.records")
@@ -311,4 +314,76 @@ def records_drill_report(call: ModuleCall) -> ModuleResult:
     )
 
 
-RECORDS_ACTIVITIES = [records_drill_report]
+def change_record_keys(args: ChangeRecordArgs, run_id: str) -> tuple[str, str]:
+    base = f"{args.prefix.strip('/')}/{sanitize(args.cluster)}/{sanitize(run_id)}"
+    return f"{base}.json", f"{base}.md"
+
+
+def _unchanged(client: Any, bucket: str, key: str, body: bytes) -> bool:
+    """Whether the key already holds exactly this body (a retried or repeated write)."""
+    try:
+        existing = client.get_object(Bucket=bucket, Key=key)["Body"].read()
+    except client.exceptions.NoSuchKey:
+        return False
+    return bool(existing == body)
+
+
+@activity.defn(name="module.records.change_record")
+def records_change_record(call: ModuleCall) -> ModuleResult:
+    args = parse_args(ChangeRecordArgs, call)
+    inputs = RecordInputs(
+        cluster=args.cluster,
+        goal=args.goal,
+        risk=args.risk,
+        inventory=args.inventory,
+        compat=args.compat,
+        deprecations=args.deprecations,
+        crd_webhooks=args.crd_webhooks,
+        canary=args.canary.model_dump(),
+        acceptance=args.acceptance,
+        observation=args.observation.model_dump(),
+        rollback_triggers=args.rollback_triggers,
+        run={"id": call.run_id, **args.run},
+        follow_ups=args.follow_ups,
+        failure=args.failure,
+    )
+    record = build_change_record(inputs)
+    json_key, md_key = change_record_keys(args, record.run_id)
+    document = record.model_dump(mode="json")
+    markdown = render_change_record(record)
+    json_uri, md_uri = uri(args.bucket, json_key), uri(args.bucket, md_key)
+    data: dict[str, Any] = {
+        "json_uri": json_uri,
+        "md_uri": md_uri,
+        "outcome": record.outcome,
+        "record": document,
+        "markdown": markdown,
+        "artifact": {"name": "change record", "uri": md_uri},
+    }
+    if call.check_mode:
+        return ModuleResult(
+            changed=True, msg=f"would write {json_uri} and {md_uri}; change {record.status}", data=data
+        )
+    body = json.dumps(document, indent=2, sort_keys=True).encode()
+    client = s3_client(args)
+    if args.create_bucket:
+        ensure_bucket(client, args.bucket, client.meta.region_name)
+    with s3_errors(f"writing the change record {json_uri}"):
+        if _unchanged(client, args.bucket, json_key, body) and _unchanged(
+            client, args.bucket, md_key, markdown.encode()
+        ):
+            return ModuleResult(changed=False, msg=f"change record {md_uri} is up to date", data=data)
+        client.put_object(
+            Bucket=args.bucket,
+            Key=json_key,
+            Body=body,
+            ContentType="application/json",
+            Metadata={"outcome": record.outcome.replace(" ", "-")},
+        )
+        client.put_object(
+            Bucket=args.bucket, Key=md_key, Body=markdown.encode(), ContentType="text/markdown; charset=utf-8"
+        )
+    return ModuleResult(changed=True, msg=f"change record {md_uri}: {record.status}", data=data)
+
+
+RECORDS_ACTIVITIES = [records_drill_report, records_change_record]

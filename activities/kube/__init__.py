@@ -8,6 +8,8 @@
   capacity.py    kube.capacity_check (spare GPUs and PDB headroom)
   job.py         kube.job (a Job pinned to a node, with its logs)
   generic.py     kube.get, kube.patch
+  upgrade_checks.py  kube.deprecations, kube.crd_webhook_check (pre-upgrade, read-only)
+  apply.py       kube.apply (client-side apply, as kubectl)
   inventory.py   dynamic inventory groups (`from_nodes`) for plan.load
   client.py      the cached ApiClient per cluster and the JSON layer over it
   common.py      node name, deadlines, heartbeats, error translation
@@ -21,12 +23,14 @@ from collections.abc import Callable
 from typing import Any
 
 from activities.kube.admission import resume_admission, stop_admission
+from activities.kube.apply import apply
 from activities.kube.capacity import capacity_check
 from activities.kube.checkpoint import wait_for_workloads
 from activities.kube.drain import drain_node
 from activities.kube.generic import get, patch
 from activities.kube.job import run_job
 from activities.kube.nodes import annotate, cordon, taint, uncordon, untaint, wait_node_ready
+from activities.kube.upgrade_checks import crd_webhook_check, deprecations
 
 KUBE_ACTIVITIES: list[Callable[..., Any]] = [
     cordon,
@@ -43,4 +47,7 @@ KUBE_ACTIVITIES: list[Callable[..., Any]] = [
     run_job,
     get,
     patch,
+    deprecations,
+    crd_webhook_check,
+    apply,
 ]

@@ -33,7 +33,7 @@ from activities.kube.common import (
 from activities.kube.nodes import read_node
 from pitstop.contracts import ModuleCall, ModuleResult
 from pitstop.kube.budgets import budget_uses, pdb_from_refusal
-from pitstop.kube.checkpoint import owning_job_key
+from pitstop.kube.checkpoint import checkpoint_token, owning_job_key
 from pitstop.kube.drain import DrainOptions, DrainPlan, plan_drain
 from pitstop.kube.objects import Obj, key_of, name_of, namespace_of, node_is_unschedulable, uid_of
 from pitstop.module_args.kube import DrainArgs
@@ -134,6 +134,7 @@ def drain_node(call: ModuleCall) -> ModuleResult:
         delete_emptydir_data=args.delete_emptydir_data,
         evict_unmanaged=args.evict_unmanaged,
         pod_selector=args.pod_selector,
+        checkpoint_token=checkpoint_token(call.run_id, node),
     )
     node_obj = read_node(kube, node)
     if call.check_mode:

@@ -56,6 +56,8 @@ class DrainOptions:
     delete_emptydir_data: bool = False
     evict_unmanaged: bool = False
     pod_selector: str | None = None
+    # The checkpoint token this drain's kube.wait_for_workloads asked for (run id / node).
+    checkpoint_token: str | None = None
 
 
 @dataclass
@@ -107,6 +109,10 @@ def _refusal(pod: Obj, jobs: Mapping[str, Obj], options: DrainOptions) -> str | 
     state = workload.state()
     if state == "no-protocol":
         return "training-no-protocol"
+    if state == "requested" and options.checkpoint_token and workload.answered(options.checkpoint_token):
+        # Our own checkpoint was taken; a later request pending on the same job comes from
+        # another node of the gang in flight at the same time, and protects that node's drain.
+        state = "acknowledged"
     if state in ("not-requested", "requested"):
         return "training-unacknowledged"
     if controller_of(pod) is None and not options.evict_unmanaged:

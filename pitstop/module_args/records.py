@@ -1,4 +1,4 @@
-"""Args of the `records.*` modules: what a run leaves behind for people (drill reports)."""
+"""Args of the `records.*` modules: what a run leaves behind for people (drill reports, change records)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from typing import Any
 from pydantic import Field, field_validator
 
 from pitstop.module_args.storage import DEFAULT_PREFIX, STORAGE_RETRY, S3Args
-from pitstop.modules import ModuleSpec, register
+from pitstop.modules import ModuleArgs, ModuleSpec, register
 
 
 def _none_is_empty(value: object) -> object:
@@ -55,6 +55,91 @@ DRILL_REPORT = register(
         name="records.drill_report",
         args_model=DrillReportArgs,
         summary="Restore-drill report: RTO, RPO, sizes, checksums, pass/fail with reasons (JSON + Markdown).",
+        supports_check_mode=True,
+        start_to_close=timedelta(minutes=5),
+        retry=STORAGE_RETRY,
+    )
+)
+
+
+class CanaryArgs(ModuleArgs):
+    hosts: list[str] = Field(default_factory=list, description="Hosts of the canary stage.")
+    scope: str | None = Field(default=None, description="What the canary covers (pool, share, workloads).")
+
+
+class ObservationArgs(ModuleArgs):
+    window: str | None = Field(default=None, description="How long the widened pool was observed, e.g. 30m.")
+    result: Any = Field(default=None, description="The observation's registered result (None: not reached).")
+    stage: str | None = Field(
+        default=None,
+        description="Or the stage whose `observe` phase was the window: "
+        "its outcome in `run.stages` is the result.",
+    )
+
+
+class ChangeRecordArgs(S3Args):
+    """The change record of a platform upgrade (seed 000 §13), from the run's registered results.
+
+    Pass each result as `"{{ x | default({}) }}"`: a step never reached is shown as "not
+    reached", never invented. `run` is the engine's `run` variable (stages, gates, rollback reason).
+    """
+
+    cluster: str = Field(min_length=1, description="Cluster the change applies to.")
+    prefix: str = Field(default="change-records", min_length=1, description="Key prefix of the records.")
+    goal: str | None = Field(default=None, description="Why the upgrade is done.")
+    risk: str | None = Field(default=None, description="What could go wrong and how bad it would be.")
+    inventory: dict[str, Any] = Field(default_factory=dict, description="Result of `inventory.versions`.")
+    compat: dict[str, Any] = Field(default_factory=dict, description="Result of `compat.check`.")
+    deprecations: dict[str, Any] = Field(default_factory=dict, description="Result of `kube.deprecations`.")
+    crd_webhooks: dict[str, Any] = Field(
+        default_factory=dict, description="Result of `kube.crd_webhook_check`."
+    )
+    canary: CanaryArgs = Field(default_factory=CanaryArgs)
+    acceptance: dict[str, dict[str, Any]] = Field(
+        default_factory=dict, description="Stage name -> result of `acceptance.check` after it."
+    )
+    observation: ObservationArgs = Field(default_factory=ObservationArgs)
+    rollback_triggers: list[str] = Field(default_factory=list, description="The declared rollback triggers.")
+    run: dict[str, Any] = Field(default_factory=dict, description="The engine's `run` variable.")
+    follow_ups: list[str] = Field(default_factory=list, description="Follow-ups written by people.")
+    failure: str | None = Field(
+        default=None,
+        description="What failed, as a rescue saw it: "
+        "`{{ ansible_failed_task.name }}: {{ ansible_failed_result.msg }}`.",
+    )
+    create_bucket: bool = Field(
+        default=False, description="Create the bucket when missing (the embedded stack; not for production)."
+    )
+
+    @field_validator("inventory", "compat", "deprecations", "crd_webhooks", "run", mode="before")
+    @classmethod
+    def _empty(cls, value: object) -> object:
+        return _none_is_empty(value)
+
+    @field_validator("acceptance", mode="before")
+    @classmethod
+    def _stages(cls, value: object) -> object:
+        if isinstance(value, dict):
+            return {k: _none_is_empty(v) for k, v in value.items()}
+        return _none_is_empty(value)
+
+    @field_validator("failure", mode="before")
+    @classmethod
+    def _no_failure(cls, value: object) -> object:
+        return None if isinstance(value, str) and not value.strip() else value
+
+    @field_validator("canary", "observation", mode="before")
+    @classmethod
+    def _empty_section(cls, value: object) -> object:
+        return _none_is_empty(value)
+
+
+CHANGE_RECORD = register(
+    ModuleSpec(
+        name="records.change_record",
+        args_model=ChangeRecordArgs,
+        summary="Change record of an upgrade (§13): goal and risk, version diff, compatibility sources, "
+        "canary, validation, observation, rollback triggers, failures and follow-ups (JSON + Markdown).",
         supports_check_mode=True,
         start_to_close=timedelta(minutes=5),
         retry=STORAGE_RETRY,

@@ -23,6 +23,14 @@ HOSTNAME = "hostname"
 NVIDIA_SMI_QUERY = "index,name,driver_version,vbios_version,memory.total"
 NVIDIA_SMI = f"nvidia-smi --query-gpu={NVIDIA_SMI_QUERY} --format=csv,noheader"
 
+# --- version facts (platform inventory; read-only, each tool may be absent) ---------------
+KUBELET_VERSION = "kubelet --version"  # `Kubernetes v1.30.6`
+CONTAINERD_VERSION = "containerd --version"  # `containerd containerd.io 1.7.20 <commit>`
+KUBEADM_VERSION = "kubeadm version -o short"  # `v1.30.6`
+OFED_INFO = "ofed_info -s"  # `MLNX_OFED_LINUX-24.07-0.6.1.0:`
+# Debian packages whose installed version the facts report (`dpkg-query` answers 1 when absent).
+FACT_PACKAGES = ("kubeadm", "kubelet", "kubectl")
+
 # --- firmware -----------------------------------------------------------------------------
 UPDATER = "pitstop-fwupdate"
 STATE_DIR = "/var/lib/pitstop"
@@ -41,6 +49,11 @@ def fw_current(updater: str = UPDATER) -> str:
 
 def fw_pending(updater: str = UPDATER) -> str:
     return f"{updater} --pending"
+
+
+def package_version(package: str) -> str:
+    """`dpkg-query -W -f='${Version}' PKG`: the installed version, e.g. `1.30.6-1.1`."""
+    return f"dpkg-query -W -f='${{Version}}' {shlex.quote(package)}"
 
 
 def read_file(path: str) -> str:

@@ -142,6 +142,22 @@ def test_gang_pod_with_protocol_is_evicted_only_once_its_checkpoint_is_acknowled
         assert "kube.wait_for_workloads" in plan.refusal_message("n")
 
 
+def test_own_acknowledged_checkpoint_counts_while_another_node_of_the_gang_asks_again() -> None:
+    # Two nodes of one gang drained at once: node 5's checkpoint was taken, then node 3 asked
+    # again. Node 5 may go on (its checkpoint is safe); a drain that never asked may not.
+    mine, other = checkpoint_token("run-1", "gpu-node-005"), checkpoint_token("run-1", "gpu-node-003")
+    notes = {**PROTOCOL, "pitstop.dev/checkpoint-requested": other, "pitstop.dev/checkpoint-done": mine}
+    trainer = pod("llm-0", ns="training", owner=job_ref("llm"), labels=GANG, notes=notes)
+    assert keys(plan_drain([trainer], {}, DrainOptions(checkpoint_token=mine)).evict) == ["training/llm-0"]
+    refused = plan_drain(
+        [trainer], {}, DrainOptions(checkpoint_token=checkpoint_token("run-1", "gpu-node-004"))
+    )
+    assert refused.refused == {"training-unacknowledged": ["training/llm-0"]}
+    assert plan_drain([trainer], {}, DrainOptions()).refused == {
+        "training-unacknowledged": ["training/llm-0"]
+    }
+
+
 def test_training_is_recognised_from_the_owning_job_and_the_job_may_speak_the_protocol() -> None:
     trainer = pod("llm-0", ns="training", owner=job_ref("llm"))
     silent_job = job("llm", labels=GANG)

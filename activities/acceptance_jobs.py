@@ -1,0 +1,270 @@
+"""The Job-based probes of `acceptance.check`: NCCL, DCGM diag, Xid in the kernel log, the
+multi-node NCCL job, and the representative training and inference benchmarks.
+
+Each Job is pinned to a node and labelled `pitstop.dev/validation=<kind>` (as the `gpu.*`
+modules do); its name is deterministic (kind, run id, task, node), so a retried attempt waits
+for the Job its predecessor started instead of starting another. Logs are parsed with the
+real tools' formats (`pitstop.gpu`) and the benchmarks' METRIC lines (`pitstop.acceptance.bench`).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+from activities.kube.client import Kube, job_path, jobs_path
+from activities.kube.common import Deadline, fail, pause
+from activities.kube.job import _delete, _logs, _outcome, _pod_of, job_body
+from pitstop.acceptance.bench import parse_metrics
+from pitstop.acceptance.judge import Measurement, not_measured
+from pitstop.contracts import ModuleCall
+from pitstop.gpu.dcgm import DiagParseError, parse_dcgm_diag
+from pitstop.gpu.nccl import NcclParseError, parse_nccl
+from pitstop.kube.names import job_name
+from pitstop.module_args.acceptance import AcceptanceArgs, JobSpec
+from pitstop.module_args.kube import JobArgs
+
+VALIDATION_LABEL = "pitstop.dev/validation"
+XID_LINE = re.compile(r"NVRM: Xid \([^)]*\): (\d+)")
+
+
+@dataclass
+class JobRun:
+    node: str
+    succeeded: bool
+    log: str
+    msg: str
+
+
+@dataclass
+class Jobs:
+    """Runs the probe Jobs of one acceptance call, one at a time."""
+
+    kube: Kube
+    call: ModuleCall
+    args: AcceptanceArgs
+    gpus_of: dict[str, int]
+    bench_runs: dict[str, JobRun | str] = field(default_factory=dict)
+    # What the call measured so far: every heartbeat carries it, so a retried attempt resumes.
+    done: dict[str, Any] = field(default_factory=dict)
+
+    def run(
+        self,
+        kind: str,
+        node: str,
+        image: str,
+        command: list[str] | None,
+        *,
+        args: list[str] | None = None,
+        env: dict[str, str] | None = None,
+        gpus: int | None = None,
+        name: str | None = None,
+    ) -> JobRun:
+        """Run one Job of validation `kind` on the node; `name` tells apart Jobs of one kind."""
+        spec = JobArgs(
+            image=image,
+            command=command,
+            args=args,
+            env=env or {},
+            name=f"pitstop-accept-{name or kind}",
+            namespace=self.args.namespace,
+            labels={VALIDATION_LABEL: kind},
+            gpus=self.gpus_of.get(node, 0) if gpus is None else gpus,
+            timeout_seconds=self.args.job_timeout_seconds,
+            poll_interval_seconds=self.args.poll_interval_seconds,
+        )
+        ns = spec.namespace
+        job_id = job_name(spec.name, self.call.run_id, self.call.task_path, node)
+        job = self.kube.get_or_none(job_path(ns, job_id))
+        if job is None:
+            job = self.kube.post(jobs_path(ns), job_body(job_id, node, spec, self.call))
+        deadline = Deadline(spec.timeout_seconds)
+        while (outcome := _outcome(job)) is None:
+            if deadline.passed():
+                _delete(self.kube, ns, job_id)
+                return JobRun(
+                    node, False, "", f"Job {ns}/{job_id} did not finish within {deadline.elapsed():.0f}s"
+                )
+            pause(
+                min(spec.poll_interval_seconds, max(deadline.remaining(), 0.0)),
+                {"acceptance": dict(self.done), "job": job_id},
+            )
+            current = self.kube.get_or_none(job_path(ns, job_id))
+            if current is None:
+                fail("PreconditionFailed", f"Job {ns}/{job_id} was deleted while pitstop waited for it")
+            job = current
+        log = _logs(self.kube, ns, _pod_of(self.kube, ns, job_id), spec.log_lines)
+        _delete(self.kube, ns, job_id)
+        return JobRun(node, outcome == "succeeded", log, f"Job {ns}/{job_id} {outcome} on {node}")
+
+
+def _no_nodes(what: str) -> Measurement:
+    return not_measured(f"no nodes given for {what} (nodes)")
+
+
+def nccl(jobs: Jobs) -> Measurement:
+    if not jobs.args.nodes:
+        return _no_nodes("the NCCL test")
+    cfg = jobs.args.nccl
+    per_node: dict[str, float] = {}
+    problems: list[str] = []
+    for node in jobs.args.nodes:
+        gpus = max(1, jobs.gpus_of.get(node, 0))
+        command = [cfg.binary, "-b", cfg.min_bytes, "-e", cfg.max_bytes, "-f", "4", "-g", str(gpus)]
+        run = jobs.run("nccl", node, cfg.image, command)
+        try:
+            result = parse_nccl(run.log)
+        except NcclParseError as exc:
+            problems.append(f"{node}: {exc} ({run.msg})")
+            continue
+        per_node[node] = result.avg_busbw_gbps
+        if not run.succeeded:
+            problems.append(f"{node}: {run.msg}")
+        if result.wrong_total:
+            problems.append(f"{node}: {result.wrong_total} wrong results (data corruption)")
+    return _lowest(per_node, problems, "GB/s avg bus bandwidth")
+
+
+def _lowest(per_node: dict[str, float], problems: list[str], what: str) -> Measurement:
+    if not per_node:
+        return Measurement(ok=False, detail="; ".join(problems) or "no figure")
+    worst = min(per_node, key=lambda n: per_node[n])
+    detail = f"{per_node[worst]:g} {what}, lowest on {worst}"
+    if len(per_node) > 1:
+        detail += " (" + ", ".join(f"{n} {v:g}" for n, v in sorted(per_node.items())) + ")"
+    if problems:
+        detail = "; ".join(problems) + "; " + detail
+    return Measurement(ok=not problems, value=per_node[worst], detail=detail, nodes=per_node)
+
+
+def cross_node(jobs: Jobs) -> Measurement:
+    spec = jobs.args.cross_node
+    if spec is None:
+        return not_measured("no multi-node NCCL job configured (cross_node: image, command)")
+    node = spec.node or (jobs.args.nodes[0] if jobs.args.nodes else None)
+    if node is None:
+        return _no_nodes("the multi-node NCCL job")
+    run = jobs.run(
+        "nccl",
+        node,
+        spec.image,
+        spec.command,
+        args=spec.args,
+        env=spec.env,
+        gpus=spec.gpus,
+        name="nccl-multinode",
+    )
+    try:
+        result = parse_nccl(run.log)
+    except NcclParseError as exc:
+        return Measurement(ok=False, detail=f"{exc} ({run.msg})")
+    return Measurement(
+        ok=run.succeeded and not result.wrong_total,
+        value=result.avg_busbw_gbps,
+        detail=f"{result.avg_busbw_gbps:g} GB/s avg bus bandwidth"
+        + ("" if run.succeeded else f"; {run.msg}"),
+    )
+
+
+def dcgm_diag(jobs: Jobs) -> list[str]:
+    """Problems found by dcgmi diag on each node ([] when it is not asked for)."""
+    level = jobs.args.dcgm_diag_level
+    if level is None:
+        return []
+    problems: list[str] = []
+    for node in jobs.args.nodes:
+        run = jobs.run("dcgm", node, jobs.args.dcgm_image, ["dcgmi", "diag", "-r", str(level), "-j"])
+        try:
+            report = parse_dcgm_diag(run.log)
+        except DiagParseError as exc:
+            problems.append(f"dcgmi diag on {node}: {exc} ({run.msg})")
+            continue
+        if not report.passed:
+            problems.append(f"dcgmi diag on {node}: {report.summary()}")
+        elif not run.succeeded:
+            problems.append(f"dcgmi diag on {node}: {run.msg}")
+    return problems
+
+
+def xid_in_kernel_logs(jobs: Jobs) -> tuple[dict[str, int], list[str]]:
+    """Xid lines per node from `dmesg` (the Job needs to read the kernel ring buffer)."""
+    counts: dict[str, int] = {}
+    problems: list[str] = []
+    script = "dmesg 2>/dev/null | grep 'NVRM: Xid' || true"
+    for node in jobs.args.nodes:
+        run = jobs.run("xid", node, jobs.args.xid_image, ["sh", "-c", script], gpus=0)
+        if not run.succeeded:
+            problems.append(f"the kernel log of {node} could not be read ({run.msg})")
+            continue
+        counts[node] = len(XID_LINE.findall(run.log))
+    return counts, problems
+
+
+# --- representative benchmarks ----------------------------------------------------------------
+
+
+def bench(jobs: Jobs, kind: str) -> JobRun | str:
+    """The `training` or `inference` benchmark's run (once per call), or why it did not run."""
+    if kind in jobs.bench_runs:
+        return jobs.bench_runs[kind]
+    spec: JobSpec | None = getattr(jobs.args.bench, kind)
+    node = (spec.node if spec else None) or (jobs.args.nodes[0] if jobs.args.nodes else None)
+    outcome: JobRun | str
+    if spec is None:
+        outcome = f"no {kind} benchmark configured (bench.{kind}: image, command)"
+    elif node is None:
+        outcome = f"no node for the {kind} benchmark (bench.{kind}.node or nodes)"
+    else:
+        env = {**spec.env, "PITSTOP_BENCH": kind}
+        outcome = jobs.run(
+            "bench",
+            node,
+            spec.image,
+            spec.command,
+            args=spec.args,
+            env=env,
+            gpus=spec.gpus,
+            name=f"bench-{kind}",
+        )
+    jobs.bench_runs[kind] = outcome
+    return outcome
+
+
+def bench_metric(jobs: Jobs, kind: str, *names: str, note: str = "") -> Measurement:
+    """The first of `names` the benchmark reported."""
+    run = bench(jobs, kind)
+    if isinstance(run, str):
+        return not_measured(run)
+    if not run.succeeded:
+        return Measurement(ok=False, detail=f"the {kind} benchmark failed: {run.msg}")
+    metrics = parse_metrics(run.log)
+    for name in names:
+        if name in metrics:
+            suffix = f" ({note})" if note and name != names[0] else ""
+            return Measurement(
+                ok=True, value=metrics[name], detail=f"{name}={metrics[name]:g} on {run.node}{suffix}"
+            )
+    return not_measured(f"the {kind} benchmark reported no {' or '.join(names)} (METRIC lines)")
+
+
+def training_start(jobs: Jobs) -> Measurement:
+    run = bench(jobs, "training")
+    if isinstance(run, str):
+        return not_measured(run)
+    return Measurement(ok=run.succeeded, detail=run.msg)
+
+
+def convergence(jobs: Jobs) -> Measurement:
+    run = bench(jobs, "training")
+    if isinstance(run, str):
+        return not_measured(run)
+    if not run.succeeded:
+        return Measurement(ok=False, detail=f"the training benchmark failed: {run.msg}")
+    metrics = parse_metrics(run.log)
+    first, last = metrics.get("loss_first"), metrics.get("loss_last")
+    if first is None or last is None:
+        return not_measured("the training benchmark reported no loss_first and loss_last (METRIC lines)")
+    falling = last < first
+    detail = f"loss {first:g} -> {last:g}" + ("" if falling else " (did not fall over the slice)")
+    return Measurement(ok=falling, value=last, detail=detail)

@@ -1,0 +1,342 @@
+"""Client-side apply as `kubectl apply` computes it (pure: no I/O).
+
+The object as last applied is kept in the `kubectl.kubernetes.io/last-applied-configuration`
+annotation, serialised byte for byte as kubectl does (Go's encoding/json: sorted keys, no
+spaces, `<`, `>`, `&`, U+2028/U+2029 escaped, a trailing newline, `metadata.annotations`
+present even when empty), so kubectl and pitstop can take turns on the same object and each
+sees the other's apply as "unchanged".
+
+Updating an object sends a three-way patch (last applied, new, live), as kubectl does:
+- built-in kinds: a strategic merge patch (lists with a merge key merge element by element,
+  removed elements get `$patch: delete`), changes against the live object plus deletions of
+  fields the previous apply set and the new one dropped;
+- custom resources (and CRDs themselves, which kubectl's scheme does not know): a JSON merge
+  patch (RFC 7386) built the same way, lists replaced whole.
+An empty patch means "unchanged".
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+from collections.abc import Mapping
+from typing import Any
+
+Obj = dict[str, Any]
+
+LAST_APPLIED = "kubectl.kubernetes.io/last-applied-configuration"
+
+# Groups served by kube-apiserver itself whose types kubectl knows (strategic merge patch).
+BUILTIN_GROUPS = frozenset(
+    {
+        "",
+        "apps",
+        "batch",
+        "policy",
+        "autoscaling",
+        "extensions",
+        "networking.k8s.io",
+        "rbac.authorization.k8s.io",
+        "storage.k8s.io",
+        "scheduling.k8s.io",
+        "coordination.k8s.io",
+        "admissionregistration.k8s.io",
+        "certificates.k8s.io",
+        "discovery.k8s.io",
+        "events.k8s.io",
+        "node.k8s.io",
+        "flowcontrol.apiserver.k8s.io",
+        "authentication.k8s.io",
+        "authorization.k8s.io",
+        "resource.k8s.io",
+        "internal.apiserver.k8s.io",
+        "storagemigration.k8s.io",
+    }
+)
+
+# Strategic merge: list field -> merge key (None: a primitive list merged as a set). Lists not
+# named here are replaced whole, as the apiserver does for lists without a patch strategy.
+MERGE_KEYS: dict[str, str | None] = {
+    "containers": "name",
+    "initContainers": "name",
+    "ephemeralContainers": "name",
+    "env": "name",
+    "volumes": "name",
+    "volumeMounts": "mountPath",
+    "volumeDevices": "devicePath",
+    "imagePullSecrets": "name",
+    "hostAliases": "ip",
+    "topologySpreadConstraints": "topologyKey",
+    "resourceClaims": "name",
+    "schedulingGates": "name",
+    "ownerReferences": "uid",
+    "finalizers": None,
+}
+
+
+def group_of(api_version: str) -> str:
+    return api_version.rsplit("/", 1)[0] if "/" in api_version else ""
+
+
+def uses_strategic_merge(api_version: str, kind: str) -> bool:
+    """kubectl sends strategic merge patches for the types in its scheme only."""
+    return group_of(api_version) in BUILTIN_GROUPS
+
+
+# --- the annotation ---------------------------------------------------------------------------
+
+
+def go_json(value: Any) -> str:
+    """JSON as Go's encoding/json.Encoder writes a map: sorted keys, compact, HTML-safe."""
+    text = json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    for char, escaped in (("<", "\\u003c"), (">", "\\u003e"), ("&", "\\u0026")):
+        text = text.replace(char, escaped)
+    return text.replace("\u2028", "\\u2028").replace("\u2029", "\\u2029")
+
+
+def last_applied_of(obj: Mapping[str, Any]) -> str:
+    """The annotation value kubectl would write for this manifest."""
+    plain = copy.deepcopy(dict(obj))
+    metadata = plain.setdefault("metadata", {})
+    annotations = dict(metadata.get("annotations") or {})
+    annotations.pop(LAST_APPLIED, None)
+    metadata["annotations"] = annotations
+    return go_json(plain) + "\n"
+
+
+def with_last_applied(obj: Mapping[str, Any]) -> Obj:
+    """The manifest as sent to the server: itself plus its own last-applied annotation."""
+    out = copy.deepcopy(dict(obj))
+    metadata = out.setdefault("metadata", {})
+    annotations = dict(metadata.get("annotations") or {})
+    annotations[LAST_APPLIED] = last_applied_of(obj)
+    metadata["annotations"] = annotations
+    return out
+
+
+def recorded_config(live: Mapping[str, Any]) -> Obj | None:
+    """The configuration last applied to a live object (None when it was never applied or the
+    annotation is not JSON, in which case apply treats every field as new)."""
+    annotations = (live.get("metadata") or {}).get("annotations") or {}
+    text = annotations.get(LAST_APPLIED)
+    if not text:
+        return None
+    try:
+        value = json.loads(text)
+    except ValueError:
+        return None
+    return value if isinstance(value, dict) else None
+
+
+# --- equality as Go compares decoded JSON ---------------------------------------------------
+
+
+def same(a: Any, b: Any) -> bool:
+    if isinstance(a, bool) or isinstance(b, bool):
+        return isinstance(a, bool) and isinstance(b, bool) and a == b
+    if isinstance(a, int | float) and isinstance(b, int | float):
+        return a == b
+    if isinstance(a, dict) and isinstance(b, dict):
+        return a.keys() == b.keys() and all(same(a[k], b[k]) for k in a)
+    if isinstance(a, list) and isinstance(b, list):
+        return len(a) == len(b) and all(same(x, y) for x, y in zip(a, b, strict=True))
+    return type(a) is type(b) and bool(a == b)
+
+
+def _kind(value: Any) -> str:
+    if isinstance(value, dict):
+        return "map"
+    if isinstance(value, list):
+        return "list"
+    return "scalar"
+
+
+# --- JSON merge patch (custom resources) ----------------------------------------------------
+
+
+def _merge_diff(current: Mapping[str, Any], modified: Mapping[str, Any]) -> Obj:
+    """RFC 7386 patch turning `current` into `modified` (as evanphx/json-patch computes it)."""
+    patch: Obj = {}
+    for key, value in modified.items():
+        if key not in current:
+            patch[key] = copy.deepcopy(value)
+        elif isinstance(value, dict) and isinstance(current[key], dict):
+            sub = _merge_diff(current[key], value)
+            if sub:
+                patch[key] = sub
+        elif not same(current[key], value):
+            patch[key] = copy.deepcopy(value)
+    for key in current:
+        if key not in modified:
+            patch[key] = None
+    return patch
+
+
+def _filter_nulls(patch: Mapping[str, Any], *, keep_null: bool) -> Obj:
+    """keep_null: only the deletions; otherwise only additions and changes (kubectl's
+    keepOrDeleteNullInObj: an explicitly empty map is a value, not an empty patch)."""
+    out: Obj = {}
+    for key, value in patch.items():
+        if value is None:
+            if keep_null:
+                out[key] = None
+        elif isinstance(value, dict):
+            if not value:
+                if not keep_null:
+                    out[key] = value
+                continue
+            sub = _filter_nulls(value, keep_null=keep_null)
+            if sub:
+                out[key] = sub
+        elif not keep_null:
+            out[key] = value
+    return out
+
+
+def _merge_patches(first: Mapping[str, Any], second: Mapping[str, Any]) -> Obj:
+    out: Obj = copy.deepcopy(dict(first))
+    for key, value in second.items():
+        if isinstance(value, dict) and isinstance(out.get(key), dict):
+            out[key] = _merge_patches(out[key], value)
+        else:
+            out[key] = copy.deepcopy(value)
+    return out
+
+
+def three_way_json_merge_patch(
+    original: Mapping[str, Any] | None, modified: Mapping[str, Any], current: Mapping[str, Any]
+) -> Obj:
+    additions = _filter_nulls(_merge_diff(current, modified), keep_null=False)
+    deletions = _filter_nulls(_merge_diff(original or {}, modified), keep_null=True)
+    return _merge_patches(deletions, additions)
+
+
+# --- strategic merge patch (built-in kinds) -------------------------------------------------
+
+
+def _merge_key(field: str, path: tuple[str, ...]) -> str | bool | None:
+    """The merge key of list `field` at `path`; False when the list is replaced whole."""
+    if field == "ports":
+        # Container ports merge on containerPort, a Service's on port.
+        return "containerPort" if path and path[-1] in ("containers", "initContainers") else "port"
+    if field in MERGE_KEYS:
+        return MERGE_KEYS[field]
+    return False
+
+
+def _diff_maps(
+    original: Mapping[str, Any],
+    modified: Mapping[str, Any],
+    path: tuple[str, ...],
+    *,
+    additions: bool,
+    deletions: bool,
+) -> Obj:
+    patch: Obj = {}
+    if deletions:
+        for key in original:
+            if key not in modified:
+                patch[key] = None
+    for key, new in modified.items():
+        if key not in original:
+            if additions:
+                patch[key] = copy.deepcopy(new)
+            continue
+        old = original[key]
+        if _kind(old) != _kind(new):
+            if additions:
+                patch[key] = copy.deepcopy(new)
+            continue
+        if isinstance(new, dict):
+            sub = _diff_maps(old, new, (*path, key), additions=additions, deletions=deletions)
+            if sub:
+                patch[key] = sub
+        elif isinstance(new, list):
+            patch.update(_diff_lists(key, old, new, path, additions=additions, deletions=deletions))
+        elif additions and not same(old, new):
+            patch[key] = copy.deepcopy(new)
+    return patch
+
+
+def _diff_lists(
+    key: str,
+    old: list[Any],
+    new: list[Any],
+    path: tuple[str, ...],
+    *,
+    additions: bool,
+    deletions: bool,
+) -> Obj:
+    merge_key = _merge_key(key, path)
+    if merge_key is None:
+        out: Obj = {}
+        added = [item for item in new if not any(same(item, o) for o in old)]
+        removed = [item for item in old if not any(same(item, n) for n in new)]
+        if additions and added:
+            out[key] = added
+        if deletions and removed:
+            out[f"$deleteFromPrimitiveList/{key}"] = removed
+        return out
+    keyed = isinstance(merge_key, str) and all(
+        isinstance(item, dict) and merge_key in item for item in [*old, *new]
+    )
+    if not keyed or not isinstance(merge_key, str):
+        if additions and not same(old, new):
+            return {key: copy.deepcopy(new)}
+        return {}
+    before = {item[merge_key]: item for item in old}
+    after = {item[merge_key]: item for item in new}
+    items: list[Any] = []
+    for item in new:
+        match = before.get(item[merge_key])
+        if match is None:
+            if additions:
+                items.append(copy.deepcopy(item))
+            continue
+        sub = _diff_maps(match, item, (*path, key), additions=additions, deletions=deletions)
+        if sub:
+            items.append({merge_key: item[merge_key], **sub})
+    if deletions:
+        items.extend({merge_key: k, "$patch": "delete"} for k in before if k not in after)
+    return {key: items} if items else {}
+
+
+def _merge_strategic(first: Mapping[str, Any], second: Mapping[str, Any], path: tuple[str, ...]) -> Obj:
+    out: Obj = copy.deepcopy(dict(first))
+    for key, value in second.items():
+        mine = out.get(key)
+        merge_key = _merge_key(key, path) if isinstance(value, list) else False
+        if isinstance(value, dict) and isinstance(mine, dict):
+            out[key] = _merge_strategic(mine, value, (*path, key))
+        elif isinstance(value, list) and isinstance(mine, list) and isinstance(merge_key, str):
+            by_key = {item.get(merge_key): item for item in mine if isinstance(item, dict)}
+            merged = list(mine)
+            for item in value:
+                existing = by_key.get(item.get(merge_key)) if isinstance(item, dict) else None
+                if existing is None:
+                    merged.append(copy.deepcopy(item))
+                else:
+                    merged[merged.index(existing)] = _merge_strategic(existing, item, (*path, key))
+            out[key] = merged
+        else:
+            out[key] = copy.deepcopy(value)
+    return out
+
+
+def three_way_strategic_merge_patch(
+    original: Mapping[str, Any] | None, modified: Mapping[str, Any], current: Mapping[str, Any]
+) -> Obj:
+    delta = _diff_maps(current, modified, (), additions=True, deletions=False)
+    removals = _diff_maps(original or {}, modified, (), additions=False, deletions=True)
+    return _merge_strategic(removals, delta, ())
+
+
+def apply_patch(manifest: Mapping[str, Any], live: Mapping[str, Any]) -> tuple[Obj, str]:
+    """The patch `kubectl apply` would send to bring `live` to `manifest`, and its type
+    (`strategic` or `merge`); an empty patch means the object is unchanged."""
+    modified = with_last_applied(manifest)
+    original = recorded_config(live)
+    api_version = str(manifest.get("apiVersion") or "")
+    if uses_strategic_merge(api_version, str(manifest.get("kind") or "")):
+        return three_way_strategic_merge_patch(original, modified, live), "strategic"
+    return three_way_json_merge_patch(original, modified, live), "merge"

@@ -1,0 +1,139 @@
+"""Args of the `kube.*` modules a platform upgrade uses: the removed-API scan, the CRD and
+webhook pre-upgrade check, and client-side apply of manifests.
+
+Paths (`src`, `new_crds`) are on the worker: absolute, `~`-relative or relative to the runbook
+directory (PITSTOP_RUNBOOK_DIR, default `runbooks`).
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import Any, Literal
+
+from pydantic import Field, field_validator, model_validator
+
+from pitstop.compat.deprecations import TargetVersionError, kube_minor_of
+from pitstop.modules import ModuleArgs, ModuleSpec, RetryDefaults, register
+
+
+def _as_list(value: object) -> object:
+    return [value] if isinstance(value, str) else value
+
+
+class DeprecationsArgs(ModuleArgs):
+    """Find objects whose manifests use API versions the target Kubernetes version no longer
+    serves (like kubent/pluto): the `kubectl.kubernetes.io/last-applied-configuration` of every
+    listable object and the manifests of each Helm release's latest deployed revision.
+    Read-only; runs in check mode too."""
+
+    target_version: str = Field(description="Kubernetes version being upgraded to: v1.31, 1.31 or v1.31.2.")
+    sources: list[Literal["last-applied", "helm"]] = Field(
+        default=["last-applied", "helm"], min_length=1, description="Where to look for manifests."
+    )
+    fail_on: Literal["removed", "never"] = Field(
+        default="removed", description="`removed`: fail when any finding is removed in the target version."
+    )
+    max_objects: int = Field(
+        default=20000, ge=1, description="Stop reading objects after this many (the result says so)."
+    )
+    max_listed: int = Field(default=10, ge=1, le=100, description="Findings named in the message.")
+
+    @field_validator("target_version")
+    @classmethod
+    def _version_parses(cls, value: str) -> str:
+        try:
+            kube_minor_of(value)
+        except TargetVersionError as exc:
+            raise ValueError(str(exc)) from None
+        return value
+
+
+class CrdWebhookCheckArgs(ModuleArgs):
+    """Before changing operators or CRDs: (a) every version in a CRD's status.storedVersions
+    stays served by its new definition; (b) conversion webhooks have a ready backend; (c)
+    admission webhooks with failurePolicy Fail have a ready backend (Ignore: warning); (d) CRDs
+    shipped in the `crds/` directory of the named Helm releases' charts (Helm never upgrades
+    them) and (e) CRDs with custom resources that the new CRD set omits. `block` findings fail
+    the task. Read-only; runs in check mode too."""
+
+    crds: list[str] | None = Field(
+        default=None, description="CRD names to check (default: all, or the new CRDs' API groups for (e))."
+    )
+    new_crds: list[str] = Field(
+        default_factory=list, description="Files or directories with the CRD manifests about to be applied."
+    )
+    helm_releases: list[str] = Field(
+        default_factory=list, description="Helm releases about to be upgraded: `name` or `namespace/name`."
+    )
+    connect_timeout_seconds: float = Field(
+        default=3.0, gt=0, le=30, description="Timeout for reaching a webhook given by URL."
+    )
+
+    _lists = field_validator("crds", "new_crds", "helm_releases", mode="before")(_as_list)
+
+
+class ApplyArgs(ModuleArgs):
+    """Client-side apply as `kubectl apply` does it: record the manifest in the
+    `kubectl.kubernetes.io/last-applied-configuration` annotation, create absent objects and
+    three-way-patch present ones (strategic merge for built-in kinds, JSON merge for custom
+    resources). Namespaces and CRDs go first. Check mode asks the server for a dry run and
+    shows the diff."""
+
+    src: list[str] | None = Field(
+        default=None, description="Manifest file(s) or directories (multi-document YAML/JSON)."
+    )
+    definition: list[dict[str, Any]] | None = Field(default=None, description="Inline manifest(s).")
+    namespace: str = Field(
+        default="default", min_length=1, description="Namespace of namespaced objects that name none."
+    )
+    recursive: bool = Field(default=False, description="Read directories recursively (kubectl -R).")
+    prune: Literal[False] = Field(
+        default=False, description="Pruning objects absent from the manifests is not supported."
+    )
+    wait_established_seconds: float = Field(
+        default=60, gt=0, description="How long to wait for an applied CRD's kinds to be served."
+    )
+
+    _src_list = field_validator("src", mode="before")(_as_list)
+
+    @field_validator("definition", mode="before")
+    @classmethod
+    def _one_definition(cls, value: object) -> object:
+        return [value] if isinstance(value, dict) else value
+
+    @model_validator(mode="after")
+    def _one_source(self) -> ApplyArgs:
+        if (self.src is None) == (self.definition is None):
+            raise ValueError("give exactly one of `src` (files or directories) or `definition` (inline)")
+        return self
+
+
+def _spec(name: str, model: type[ModuleArgs], summary: str, minutes: int) -> ModuleSpec:
+    return register(
+        ModuleSpec(
+            name=name,
+            args_model=model,
+            summary=summary,
+            supports_check_mode=True,
+            start_to_close=timedelta(minutes=minutes),
+            heartbeat_timeout=timedelta(seconds=60),
+            retry=RetryDefaults(),
+        )
+    )
+
+
+DEPRECATIONS = _spec(
+    "kube.deprecations",
+    DeprecationsArgs,
+    "Find manifests (last-applied, Helm releases) using API versions removed in the target version.",
+    10,
+)
+CRD_WEBHOOK_CHECK = _spec(
+    "kube.crd_webhook_check",
+    CrdWebhookCheckArgs,
+    "Check CRD storage versions, conversion/admission webhooks and Helm-shipped CRDs before an upgrade.",
+    5,
+)
+APPLY = _spec(
+    "kube.apply", ApplyArgs, "Apply manifests as `kubectl apply` does (client-side, last-applied).", 10
+)

@@ -1,0 +1,250 @@
+"""kube.apply against the rehearsal cluster, and interop with the real kubectl: whoever applied
+last, the other one sees the same manifests as "unchanged"."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+from temporalio.exceptions import ApplicationError
+
+from activities.kube.apply import apply
+from activities.kube.client import Kube, api_client
+from pitstop.runbook.inventory import ClusterConfig
+from pitstop.sim import SimCluster
+from tests.integration.kube.conftest import ModuleRunner, StartSim
+from tests.integration.sim.conftest import Kubectl, kubectl_for
+
+__all__ = ["kubectl_for"]
+
+Obj = dict[str, Any]
+CLUSTER = """
+cluster: {nodes: 2, domains: 2}
+timing: {time_scale: 20}
+"""
+# The custom resource comes before its CRD and namespace: apply orders them.
+WIDGETS = """\
+apiVersion: example.com/v1
+kind: Widget
+metadata: {name: w1, namespace: team}
+spec: {size: 3, tags: [a, b]}
+---
+apiVersion: apiextensions.k8s.io/v1
+kind: CustomResourceDefinition
+metadata: {name: widgets.example.com}
+spec:
+  group: example.com
+  scope: Namespaced
+  names: {plural: widgets, singular: widget, kind: Widget, listKind: WidgetList}
+  versions:
+    - name: v1
+      served: true
+      storage: true
+      schema: {openAPIV3Schema: {type: object, x-kubernetes-preserve-unknown-fields: true}}
+---
+apiVersion: v1
+kind: Namespace
+metadata: {name: team}
+"""
+APP = """\
+apiVersion: apps/v1
+kind: Deployment
+metadata:
+  name: web
+  namespace: team
+  annotations: {note: "a<b&c"}
+spec:
+  replicas: 1
+  selector: {matchLabels: {app: web}}
+  template:
+    metadata: {labels: {app: web}}
+    spec:
+      containers:
+        - name: c
+          image: registry.local/web:1
+          env: [{name: A, value: "1"}, {name: B, value: "2"}]
+---
+apiVersion: v1
+kind: ConfigMap
+metadata: {name: settings}
+data: {mode: fast, level: "3"}
+"""
+
+
+def kube(sim: SimCluster) -> Kube:
+    return Kube(api_client(ClusterConfig(name="test", kubeconfig=str(sim.kubeconfig_path))))
+
+
+def write(root: Path, files: dict[str, str]) -> Path:
+    root.mkdir(parents=True, exist_ok=True)
+    for name, text in files.items():
+        (root / name).write_text(text)
+    return root
+
+
+def actions(result: Any) -> dict[str, str]:
+    return {f"{o['kind']}/{o['name']}": o["action"] for o in result.data["objects"]}
+
+
+def test_apply_creates_in_order_then_is_idempotent_and_kubectl_agrees(
+    start_sim: StartSim,
+    module_runner: ModuleRunner,
+    kubectl_for: Callable[[SimCluster], Kubectl],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    sim = start_sim(CLUSTER)
+    kubectl = kubectl_for(sim)
+    monkeypatch.setenv("PITSTOP_RUNBOOK_DIR", str(tmp_path))
+    write(tmp_path / "manifests", {"a-widgets.yaml": WIDGETS, "b-app.yaml": APP})
+
+    first = module_runner(apply, sim, {"src": "manifests", "namespace": "team"})
+    assert first.changed is True
+    assert [o["kind"] for o in first.data["objects"]] == [
+        "Namespace",
+        "CustomResourceDefinition",
+        "Widget",
+        "Deployment",
+        "ConfigMap",
+    ]
+    assert set(actions(first).values()) == {"created"}
+    assert first.data["objects"][2]["source"] == f"{tmp_path}/manifests/a-widgets.yaml document 0"
+    assert first.msg == "applied 5 objects: 5 created"
+    assert kube(sim).get("/api/v1/namespaces/team/configmaps/settings")["data"] == {
+        "mode": "fast",
+        "level": "3",
+    }
+
+    again = module_runner(apply, sim, {"src": "manifests", "namespace": "team"})
+    assert (again.changed, set(actions(again).values())) == (False, {"unchanged"})
+
+    # kubectl reads pitstop's last-applied annotation as its own.
+    out = kubectl("apply", "-n", "team", "-f", str(tmp_path / "manifests"))
+    assert sorted(out.splitlines()) == [
+        "configmap/settings unchanged",
+        "customresourcedefinition.apiextensions.k8s.io/widgets.example.com unchanged",
+        "deployment.apps/web unchanged",
+        "namespace/team unchanged",
+        "widget.example.com/w1 unchanged",
+    ]
+
+    # A changed manifest: fields it drops are removed (three-way), others' fields stay.
+    kube(sim).patch("/api/v1/namespaces/team/configmaps/settings", {"metadata": {"labels": {"owner": "ops"}}})
+    write(
+        tmp_path / "manifests",
+        {
+            "a-widgets.yaml": WIDGETS.replace("spec: {size: 3, tags: [a, b]}", "spec: {tags: [c]}"),
+            "b-app.yaml": APP.replace('{name: A, value: "1"}, ', "")
+            .replace("web:1", "web:2")
+            .replace('level: "3"', 'speed: "9"'),
+        },
+    )
+    changed = module_runner(apply, sim, {"src": "manifests", "namespace": "team"})
+    assert changed.changed is True
+    assert actions(changed) == {
+        "Namespace/team": "unchanged",
+        "CustomResourceDefinition/widgets.example.com": "unchanged",
+        "Widget/w1": "configured",
+        "Deployment/web": "configured",
+        "ConfigMap/settings": "configured",
+    }
+    api = kube(sim)
+    assert api.get("/apis/example.com/v1/namespaces/team/widgets/w1")["spec"] == {"tags": ["c"]}
+    container = api.get("/apis/apps/v1/namespaces/team/deployments/web")["spec"]["template"]["spec"][
+        "containers"
+    ][0]
+    assert (container["image"], container["env"]) == ("registry.local/web:2", [{"name": "B", "value": "2"}])
+    settings = api.get("/api/v1/namespaces/team/configmaps/settings")
+    assert settings["data"] == {"mode": "fast", "speed": "9"}
+    assert settings["metadata"]["labels"] == {"owner": "ops"}
+    assert "unchanged" in kubectl("apply", "-n", "team", "-f", str(tmp_path / "manifests" / "b-app.yaml"))
+    assert "configured" not in kubectl("apply", "-n", "team", "-f", str(tmp_path / "manifests"))
+
+    # And the other way round: after kubectl applies a change, pitstop has nothing to do.
+    write(tmp_path / "manifests", {"b-app.yaml": APP})
+    kubectl("apply", "-n", "team", "-f", str(tmp_path / "manifests" / "b-app.yaml"))
+    after_kubectl = module_runner(apply, sim, {"src": "manifests/b-app.yaml", "namespace": "team"})
+    assert (after_kubectl.changed, set(actions(after_kubectl).values())) == (False, {"unchanged"})
+
+
+def test_check_mode_dry_runs_shows_the_diff_and_changes_nothing(
+    start_sim: StartSim, module_runner: ModuleRunner, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    sim = start_sim(CLUSTER)
+    monkeypatch.setenv("PITSTOP_RUNBOOK_DIR", str(tmp_path))
+    write(tmp_path, {"widgets.yaml": WIDGETS})
+    planned = module_runner(apply, sim, {"src": "widgets.yaml"}, check_mode=True)
+    assert planned.changed is True and planned.msg == "would apply 3 objects: 3 created"
+    assert (
+        planned.diff is not None
+        and "+++ CustomResourceDefinition widgets.example.com (after)" in planned.diff
+    )
+    api = kube(sim)
+    assert api.get_or_none("/api/v1/namespaces/team") is None
+    assert (
+        api.get_or_none("/apis/apiextensions.k8s.io/v1/customresourcedefinitions/widgets.example.com") is None
+    )
+
+    # Inline definitions, then a dry-run change of one field.
+    config_map = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c"}, "data": {"k": "1"}}
+    module_runner(apply, sim, {"definition": config_map})
+    edited = {**config_map, "data": {"k": "2"}}
+    preview = module_runner(apply, sim, {"definition": [edited]}, check_mode=True)
+    assert actions(preview) == {"ConfigMap/c": "configured"}
+    assert preview.diff is not None and '-    "k": "1"' in preview.diff and '+    "k": "2"' in preview.diff
+    assert api.get("/api/v1/namespaces/default/configmaps/c")["data"] == {"k": "1"}
+
+
+def test_bad_manifests_and_arguments_are_explained(
+    start_sim: StartSim, module_runner: ModuleRunner, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    sim = start_sim(CLUSTER)
+    monkeypatch.setenv("PITSTOP_RUNBOOK_DIR", str(tmp_path))
+    unknown = (
+        "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: ok}\n"
+        "---\napiVersion: apps/v1\nkind: Deploymnet\nmetadata: {name: x}\n"
+    )
+    write(
+        tmp_path,
+        {
+            "unknown.yaml": unknown,
+            "group.yaml": "apiVersion: example.org/v9\nkind: Thing\nmetadata: {name: t}\n",
+        },
+    )
+    write(tmp_path, {"broken.yaml": "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: [x\n"})
+    write(tmp_path / "empty", {})
+    cases: list[tuple[Obj, str]] = [
+        (
+            {"src": "unknown.yaml"},
+            f"kube.apply: {tmp_path}/unknown.yaml document 1: rehearsal serves no kind 'Deploymnet' "
+            "in apps/v1 (kinds: ",
+        ),
+        (
+            {"src": "group.yaml"},
+            f"kube.apply: {tmp_path}/group.yaml document 0: rehearsal does not serve apiVersion "
+            "'example.org/v9' (kind Thing); is its CRD installed?",
+        ),
+        (
+            {"src": "broken.yaml"},
+            f"kube.apply: {tmp_path}/broken.yaml:5:1: invalid YAML: while parsing a flow sequence",
+        ),
+        ({"src": "missing.yaml"}, f"kube.apply: {tmp_path}/missing.yaml: no such file or directory"),
+        (
+            {"src": "empty"},
+            f"kube.apply: {tmp_path}/empty: no manifest files (*.yaml, *.yml, *.json) in this directory",
+        ),
+        (
+            {},
+            "kube.apply: args: Value error, give exactly one of `src` (files or directories) or "
+            "`definition` (inline)",
+        ),
+        ({"src": "unknown.yaml", "prune": True}, "kube.apply: prune: Input should be False"),
+    ]
+    for args, message in cases:
+        with pytest.raises(ApplicationError) as error:
+            module_runner(apply, sim, args)
+        assert (error.value.type, error.value.message[: len(message)]) == ("InvalidArgs", message)
+    # Kinds are resolved before anything is written: the valid first document was not applied.
+    assert kube(sim).get_or_none("/api/v1/namespaces/default/configmaps/ok") is None

@@ -1,0 +1,328 @@
+"""acceptance.check against the rehearsal cluster: every §12 layer reported, n/a with reasons,
+and a canary regression (NCCL bus bandwidth drop on one node) reported as a deviation."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+from temporalio.exceptions import ApplicationError
+
+from activities.acceptance import acceptance_check
+from pitstop.acceptance.probes import CATALOGUE, LAYERS
+from pitstop.kube.annotations import MANAGED_BY_LABEL
+from pitstop.sim import SimCluster
+from pitstop.sim.models import NodeHealth, ProfileUpdate
+from tests.integration.kube.conftest import ModuleRunner, StartSim, module_runner, start_sim
+
+__all__ = ["module_runner", "start_sim"]
+
+PLATFORM = """
+name: acceptance
+cluster: {nodes: 3, domains: 1, gpus_per_node: 8}
+timing: {time_scale: 60, job_seconds: 5, validation_seconds: {dcgm: 30, nccl: 30}}
+health:
+  default: {nccl_busbw_gbps: 392}
+workloads:
+  deployments:
+    - {name: coredns, namespace: kube-system, replicas: 2}
+    - {name: vllm, namespace: serving, replicas: 1, gpus: 1, labels: {team: llm, cost-center: ai}}
+  daemonsets:
+    - {name: calico-node, namespace: kube-system, gpu_nodes_only: false}
+    - {name: ebs-csi-node, namespace: kube-system, gpu_nodes_only: false}
+  training_jobs:
+    - {name: pretrain, namespace: training, pods: 1, gpus_per_pod: 8, queue: training}
+  cluster_queues:
+    - name: gpu-queue
+      local_queues: [{name: training, namespace: training}]
+"""
+
+SCENARIOS = Path(__file__).resolve().parents[2] / "runbooks" / "scenarios"
+FAST = {"poll_interval_seconds": 0.2, "job_timeout_seconds": 60}
+
+
+def checks_of(data: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    return {f"{layer}/{c['name']}": c for layer, body in data["layers"].items() for c in body["checks"]}
+
+
+def accept(runner: ModuleRunner, sim: SimCluster, **args: Any) -> Any:
+    return runner(acceptance_check, sim, {**FAST, **args}, host="localhost", timeout=120)
+
+
+def test_every_layer_of_section_12_is_reported_and_unmeasurable_checks_are_na_with_a_reason(
+    start_sim: StartSim, module_runner: ModuleRunner
+) -> None:
+    sim = start_sim(PLATFORM)
+    result = accept(module_runner, sim, nodes=["gpu-node-001"])
+    checks = checks_of(result.data)
+    assert list(result.data["layers"]) == list(LAYERS)
+    assert set(checks) == {spec.key for spec in CATALOGUE}
+    for key, check in checks.items():
+        assert check["status"] in ("passed", "n/a"), (key, check)
+        if check["status"] == "n/a":
+            assert check["detail"], key
+    for key in (
+        "kubernetes/api",
+        "kubernetes/dns",
+        "kubernetes/cni",
+        "kubernetes/csi",
+        "gpu/dcgm",
+        "gpu/discovery",
+        "network/nccl",
+        "governance/kueue",
+    ):
+        assert checks[key]["status"] == "passed", (key, checks[key])
+    assert checks["gpu/discovery"]["value"] == 24
+    assert checks["gpu/allocation"]["value"] == 9
+    assert checks["network/nccl"]["value"] == pytest.approx(392, rel=0.02)
+    assert "no multi-node NCCL job" in checks["network/cross_node"]["detail"]
+    assert "MIG" in checks["gpu/mig_dra"]["detail"]
+    assert result.data["passed"] is True and not result.failed
+    # The measured figures are what the next call takes as its baseline.
+    assert result.data["measured"]["network/nccl"] == checks["network/nccl"]["value"]
+    assert result.data["measured"]["gpu/xid"] == 0
+
+
+def test_an_nccl_drop_on_a_canary_node_is_a_network_deviation_against_the_baseline(
+    start_sim: StartSim, module_runner: ModuleRunner
+) -> None:
+    sim = start_sim(PLATFORM)
+    nodes = ["gpu-node-001", "gpu-node-002"]
+    before = accept(module_runner, sim, layers=["network"], nodes=nodes)
+    assert before.data["measured"]["network/nccl"] == pytest.approx(392, rel=0.02)
+    sim.set_node_profile("gpu-node-001", ProfileUpdate(health=NodeHealth(nccl_busbw_gbps=205)))
+    after = accept(module_runner, sim, layers=["network"], nodes=nodes, baseline=before.data["measured"])
+    assert after.failed and after.data["passed"] is False
+    [dev] = after.data["deviations"]
+    assert dev["check"] == "network/nccl" and dev["value"] == pytest.approx(205, rel=0.02)
+    assert "network/nccl: 205 GB/s vs baseline 392 (-47.7%, limit 10%)" in after.msg
+    nccl = checks_of(after.data)["network/nccl"]
+    assert nccl["status"] == "deviation" and nccl["nodes"]["gpu-node-002"] == pytest.approx(392, rel=0.02)
+    assert "lowest on gpu-node-001" in nccl["detail"]
+    assert after.data["layers"]["network"]["status"] == "deviation"
+    # Report mode: the same deviation is listed for a gate to explain, and does not fail.
+    reported = accept(
+        module_runner,
+        sim,
+        layers=["network"],
+        nodes=nodes,
+        baseline=before.data["measured"],
+        on_deviation="report",
+    )
+    # `passed` stays false, so the runbook's `when: not acceptance.passed` gate asks why.
+    assert not reported.failed and reported.data["passed"] is False
+    assert [d["check"] for d in reported.data["deviations"]] == ["network/nccl"]
+    assert reported.msg.startswith("acceptance has deviations to explain: network/nccl: 205 GB/s")
+
+
+def test_the_representative_benchmarks_measure_training_and_inference_and_catch_a_slower_ttft(
+    start_sim: StartSim, module_runner: ModuleRunner
+) -> None:
+    sim = start_sim(PLATFORM)
+    bench = {
+        "training": {"image": "registry.local/bench:1", "command": ["train-bench"]},
+        "inference": {"image": "registry.local/bench:1", "command": ["serve-bench"]},
+    }
+    layers = ["training", "inference", "storage/model_download", "storage/checkpoint"]
+    before = accept(module_runner, sim, layers=layers, nodes=["gpu-node-003"], bench=bench)
+    checks = checks_of(before.data)
+    assert checks["training/start"]["status"] == "passed"
+    assert checks["training/throughput"]["value"] == 2400
+    assert checks["training/convergence"]["status"] == "passed"
+    assert "loss 2.31 ->" in checks["training/convergence"]["detail"]
+    assert checks["training/recovery"]["value"] == pytest.approx(14.2)
+    assert checks["inference/model_load"]["value"] == pytest.approx(38.5)
+    assert checks["inference/ttft"]["value"] == 180 and checks["inference/tpot"]["value"] == 22
+    assert checks["storage/model_download"]["value"] == pytest.approx(38.5)
+    assert "load time includes the download" in checks["storage/model_download"]["detail"]
+    assert checks["storage/checkpoint"]["value"] == pytest.approx(14.2)
+    assert not before.failed
+    sim.set_node_profile("gpu-node-003", ProfileUpdate(health=NodeHealth(inference_ttft_ms=260)))
+    after = accept(
+        module_runner,
+        sim,
+        layers=layers,
+        nodes=["gpu-node-003"],
+        bench=bench,
+        baseline=before.data["measured"],
+    )
+    assert [d["check"] for d in after.data["deviations"]] == ["inference/ttft"]
+    assert "inference/ttft: 260 ms vs baseline 180 (+44.4%, limit 10%)" in after.msg
+
+
+def test_failures_are_summarised_by_layer(start_sim: StartSim, module_runner: ModuleRunner) -> None:
+    sim = start_sim(
+        """
+        cluster: {nodes: 2, domains: 1}
+        timing: {time_scale: 60}
+        health:
+          nodes:
+            gpu-node-002: {xid_errors: [79, 48], dcgm_failures: [Memory]}
+        workloads:
+          cluster_queues: [{name: gpu-queue, stop_policy: Hold}]
+        """
+    )
+    result = accept(
+        module_runner,
+        sim,
+        layers=["kubernetes/dns", "gpu/dcgm", "gpu/xid", "governance/kueue"],
+        nodes=["gpu-node-002"],
+        dcgm_diag_level=3,
+    )
+    assert result.failed
+    assert "kubernetes/dns: Deployment kube-system/coredns not found" in result.msg
+    assert "gpu/dcgm: dcgmi diag on gpu-node-002:" in result.msg and "Memory" in result.msg
+    assert "gpu/xid: 2 Xid events" in result.msg and "gpu-node-002 2" in result.msg
+    assert "governance/kueue: 1 ClusterQueues not active: gpu-queue (stopPolicy Hold)" in result.msg
+    assert {layer: body["status"] for layer, body in result.data["layers"].items()} == {
+        "kubernetes": "failed",
+        "gpu": "failed",
+        "governance": "failed",
+    }
+
+
+def test_check_mode_runs_only_read_only_probes_and_creates_nothing(
+    start_sim: StartSim, module_runner: ModuleRunner
+) -> None:
+    sim = start_sim(PLATFORM)
+    result = module_runner(
+        acceptance_check,
+        sim,
+        {**FAST, "nodes": ["gpu-node-001"], "scaling": {"namespace": "serving", "name": "vllm"}},
+        host="localhost",
+        check_mode=True,
+    )
+    checks = checks_of(result.data)
+    assert checks["network/nccl"]["status"] == "n/a"
+    assert checks["network/nccl"]["detail"] == "check mode: would run the NCCL test Jobs"
+    assert checks["inference/scaling"]["detail"] == "check mode: would scale serving/vllm out by one and back"
+    assert checks["kubernetes/dns"]["status"] == "passed"
+    assert not result.changed and result.msg.startswith("check mode")
+    requests = sim.counters().requests
+    assert requests.get("list nodes"), requests  # it did read the cluster
+    assert not [r for r in requests if r.split()[0] in ("create", "patch", "delete")], requests
+
+
+def test_scaling_adds_a_replica_waits_for_it_and_restores_the_count(
+    start_sim: StartSim, module_runner: ModuleRunner
+) -> None:
+    sim = start_sim(PLATFORM)
+    result = accept(
+        module_runner, sim, layers=["inference/scaling"], scaling={"namespace": "serving", "name": "vllm"}
+    )
+    [check] = result.data["layers"]["inference"]["checks"]
+    assert check["status"] == "passed", check
+    assert "serving/vllm 1 -> 2 ready" in check["detail"]
+    deployment = sim.get("deployments", "vllm", "serving")
+    assert deployment is not None and deployment["spec"]["replicas"] == 1
+    assert "pitstop.dev/acceptance-scaled-from" not in (deployment["metadata"].get("annotations") or {})
+
+
+def test_a_retried_attempt_keeps_what_the_previous_one_measured(
+    start_sim: StartSim, module_runner: ModuleRunner
+) -> None:
+    sim = start_sim(PLATFORM)
+    earlier = {"acceptance": {"network/nccl": {"ok": True, "value": 391.0, "detail": "from attempt 1"}}}
+    result = module_runner(
+        acceptance_check,
+        sim,
+        {**FAST, "layers": ["network/nccl"], "nodes": ["gpu-node-001"]},
+        host="localhost",
+        heartbeat_details=[earlier],
+    )
+    assert checks_of(result.data)["network/nccl"]["detail"].startswith("from attempt 1")
+    assert not [r for r in sim.counters().requests if r.startswith("create jobs")]
+
+
+def test_a_misspelt_layer_is_refused_with_the_nearest_name(
+    start_sim: StartSim, module_runner: ModuleRunner
+) -> None:
+    sim = start_sim(PLATFORM)
+    with pytest.raises(ApplicationError) as raised:
+        accept(module_runner, sim, layers=["gpus"])
+    assert raised.value.type == "InvalidArgs"
+    assert "unknown acceptance layer or check 'gpus'; did you mean 'gpu'?" in str(raised.value)
+
+
+def test_cost_labels_are_required_of_workload_pods_but_not_of_pitstop_s_own(
+    start_sim: StartSim, module_runner: ModuleRunner
+) -> None:
+    sim = start_sim(PLATFORM)
+
+    def pod(name: str, labels: dict[str, str]) -> dict[str, Any]:
+        return {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {"name": name, "labels": labels},
+            "spec": {"nodeName": "gpu-node-003", "containers": [{"name": "main", "image": "busybox:1.36"}]},
+        }
+
+    sim.create("pods", pod("probe", {MANAGED_BY_LABEL: "pitstop"}), namespace="serving")
+    args = {"layers": ["governance/cost_labels"], "cost_labels": ["team", "cost-center"]}
+    clean = accept(module_runner, sim, workload_namespaces=["serving"], **args)
+    assert clean.data["passed"], clean.msg
+    assert "1 pods carry team, cost-center" in checks_of(clean.data)["governance/cost_labels"]["detail"]
+    sim.create("pods", pod("notebook", {"team": "llm"}), namespace="serving")
+    dirty = accept(module_runner, sim, workload_namespaces=["serving"], **args)
+    assert dirty.failed
+    assert "governance/cost_labels: 1 of 2 pods lack team, cost-center: serving/notebook" in dirty.msg
+
+
+def test_the_shipped_platform_upgrade_scenario_passes_acceptance_before_the_upgrade(
+    start_sim: StartSim, module_runner: ModuleRunner
+) -> None:
+    sim = start_sim(SCENARIOS.joinpath("platform-upgrade.yaml").read_text())
+    bench = {
+        "training": {"image": "registry.local/bench:1"},
+        "inference": {"image": "registry.local/bench:1"},
+    }
+    webhooks = ["kueue-validating-webhook-configuration", "inferenceservice.serving.kserve.io"]
+    result = accept(module_runner, sim, nodes=["gpu-node-001"], bench=bench, policy_webhooks=webhooks)
+    assert not result.failed, result.msg
+    statuses = {key: check["status"] for key, check in checks_of(result.data).items()}
+    measured_layers = ("kubernetes", "gpu/d", "network/nccl", "network/rdma", "training", "inference/t")
+    assert all(statuses[k] == "passed" for k in statuses if k.startswith(measured_layers)), statuses
+    assert {k for k, s in statuses.items() if s == "n/a"} >= {"gpu/mig_dra", "storage/object_storage"}
+    assert result.data["measured"]["training/throughput"] == 2400
+    assert statuses["governance/policy"] == "passed"
+    missing = accept(
+        module_runner, sim, layers=["governance/policy"], policy_webhooks=["gatekeeper-validating"]
+    )
+    assert "governance/policy: webhook configurations missing: gatekeeper-validating" in missing.msg
+
+
+def test_unknown_nodes_are_refused_before_any_job_waits_for_them(
+    start_sim: StartSim, module_runner: ModuleRunner
+) -> None:
+    sim = start_sim(PLATFORM)
+    with pytest.raises(ApplicationError) as raised:
+        accept(module_runner, sim, layers=["network/nccl"], nodes=["gpu-node-001", "gpu-node-01"])
+    assert raised.value.type == "PreconditionFailed"
+    assert "nodes not in cluster rehearsal: gpu-node-01 (did you mean gpu-node-001?)" in str(raised.value)
+    assert not [r for r in sim.counters().requests if r.startswith("create jobs")]
+
+
+def test_heartbeats_while_a_job_runs_carry_what_was_already_measured(
+    start_sim: StartSim, module_runner: ModuleRunner
+) -> None:
+    sim = start_sim(PLATFORM)
+    accept(module_runner, sim, layers=["kubernetes/api", "network/nccl"], nodes=["gpu-node-001"])
+    waiting = [h for h in module_runner.heartbeats if isinstance(h, dict) and "job" in h]
+    assert waiting, module_runner.heartbeats
+    assert all(list(h["acceptance"]) == ["kubernetes/api"] for h in waiting)
+    assert module_runner.heartbeats[-1]["acceptance"]["network/nccl"]["ok"] is True
+
+
+def test_mig_nodes_must_report_their_mig_configuration_applied(
+    start_sim: StartSim, module_runner: ModuleRunner
+) -> None:
+    sim = start_sim(PLATFORM)
+    labels = {"nvidia.com/mig.config": "all-1g.10gb", "nvidia.com/mig.config.state": "success"}
+    sim.patch("nodes", "gpu-node-002", {"metadata": {"labels": labels}})
+    ok = accept(module_runner, sim, layers=["gpu/mig_dra"])
+    assert checks_of(ok.data)["gpu/mig_dra"]["status"] == "passed"
+    assert checks_of(ok.data)["gpu/mig_dra"]["detail"] == "1 MIG nodes, 0 ResourceSlices"
+    sim.patch("nodes", "gpu-node-002", {"metadata": {"labels": {"nvidia.com/mig.config.state": "failed"}}})
+    failed = accept(module_runner, sim, layers=["gpu/mig_dra"])
+    assert "gpu/mig_dra: 1 MIG nodes, 0 ResourceSlices; gpu-node-002 mig.config.state=failed" in failed.msg
