@@ -377,6 +377,12 @@ class RunbookWorkflow:
             if trigger is not None:
                 await self._rollback(index, trigger)
                 return "rolled_back"
+            if sp.failed and not sp.done:
+                # As Ansible ends a playbook when a play has no hosts left: a stage where every
+                # host failed stops the run (a refused preflight must not go on to upgrade).
+                return self._stop_stage(
+                    index, "failed", f"every host of stage {stage.name!r} failed{self._failures_said(index)}"
+                )
             if outcome == "stuck":
                 return self._stop_stage(
                     index,

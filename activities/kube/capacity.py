@@ -73,6 +73,7 @@ def capacity_check(call: ModuleCall) -> ModuleResult:
         eligible=eligible,
         check_gpus=args.check_gpus,
         check_pdbs=args.check_pdbs,
+        pdb_headroom=args.pdb_headroom,
     )
     if not report.ok:
         fail("PreconditionFailed", report.describe())

@@ -46,6 +46,7 @@ class BudgetUse:
     healthy: int  # status.currentHealthy
     desired: int  # status.desiredHealthy
     pods: tuple[str, ...]  # healthy pods of the PDB among those to evict
+    expected: int = 0  # status.expectedPods
 
     @property
     def needed(self) -> int:
@@ -54,6 +55,12 @@ class BudgetUse:
     @property
     def exceeds(self) -> bool:
         return self.needed > self.allowed
+
+    @property
+    def never_allows(self) -> bool:
+        """Even with every pod healthy the budget allows no disruption (minAvailable equal to
+        the replicas, maxUnavailable 0): evicting one at a time cannot get past it."""
+        return self.needed > 0 and self.desired >= max(self.expected, self.healthy)
 
     def describe(self) -> str:
         plural = "disruption" if self.allowed == 1 else "disruptions"
@@ -85,6 +92,7 @@ def budget_uses(pods: Iterable[Obj], pdbs: Iterable[Obj]) -> list[BudgetUse]:
                 healthy=int(status.get("currentHealthy") or 0),
                 desired=int(status.get("desiredHealthy") or 0),
                 pods=tuple(sorted(hits[key_of(pdb)])),
+                expected=int(status.get("expectedPods") or 0),
             )
         )
     return sorted(out, key=lambda u: u.pdb)

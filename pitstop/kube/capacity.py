@@ -147,9 +147,16 @@ class CapacityReport:
     leaving: tuple[str, ...]
     gpus: GpuAssessment | None
     budgets: list[BudgetUse] = field(default_factory=list)
+    # "now": the evictions must fit in what the PDBs allow at this moment. "sequential": the
+    # drain evicts one pod at a time and waits on each 429 for the replacement to become
+    # healthy elsewhere (spare GPUs are checked above), so only a budget that never allows a
+    # disruption falls short.
+    pdb_headroom: str = "now"
 
     @property
     def short_budgets(self) -> list[BudgetUse]:
+        if self.pdb_headroom == "sequential":
+            return [b for b in self.budgets if b.never_allows]
         return [b for b in self.budgets if b.exceeds]
 
     @property
@@ -162,7 +169,9 @@ class CapacityReport:
         if self.gpus is not None:
             parts.append(("GPUs: " if self.gpus.ok else "not enough GPUs: ") + self.gpus.describe())
         short = self.short_budgets
-        if short:
+        if short and self.pdb_headroom == "sequential":
+            parts.append("PDB never allows a disruption: " + "; ".join(b.describe() for b in short))
+        elif short:
             parts.append("PDB headroom too small: " + "; ".join(b.describe() for b in short))
         elif self.budgets:
             parts.append(f"{len(self.budgets)} PDBs allow the evictions")
@@ -182,6 +191,7 @@ def assess(
     eligible: Callable[[Obj], bool] = lambda _node: True,
     check_gpus: bool = True,
     check_pdbs: bool = True,
+    pdb_headroom: str = "now",
 ) -> CapacityReport:
     leaving_set = set(leaving)
     pod_list = list(pods)
@@ -191,4 +201,6 @@ def assess(
         else None
     )
     budgets = budget_uses(pods_to_move(pod_list, leaving_set), pdbs) if check_pdbs else []
-    return CapacityReport(leaving=tuple(sorted(leaving_set)), gpus=gpus, budgets=budgets)
+    return CapacityReport(
+        leaving=tuple(sorted(leaving_set)), gpus=gpus, budgets=budgets, pdb_headroom=pdb_headroom
+    )

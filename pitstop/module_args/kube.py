@@ -207,6 +207,12 @@ class CapacityCheckArgs(ModuleArgs):
     )
     check_gpus: bool = Field(default=True, description="Check spare GPUs.")
     check_pdbs: bool = Field(default=True, description="Check PodDisruptionBudget headroom.")
+    pdb_headroom: Literal["now", "sequential"] = Field(
+        default="now",
+        description="now: the evictions must fit in what each PDB allows at this moment; sequential: "
+        "the drain evicts one at a time and waits for replacements, so only a PDB that never allows a "
+        "disruption (minAvailable = replicas, maxUnavailable 0) fails the check.",
+    )
 
     @field_validator("node_selector")
     @classmethod

@@ -92,6 +92,7 @@ class PlatformSeeder:
                     gpus=c.gpus,
                     image=c.image,
                     labels=c.labels,
+                    node_selector=c.node_selector,
                 )
                 self.seeder._deployment(spec, c.annotations or None)
 

@@ -117,6 +117,9 @@ class Component(Strict):
         default="gpu",
         description="DaemonSets: GPU nodes only, or every node (control plane too, like a CNI).",
     )
+    node_selector: dict[str, str] = Field(
+        default_factory=dict, description="Deployments: pods only on nodes with these labels (a node pool)."
+    )
     service: str | None = Field(
         default=None, description="A Service of this name selecting the component's pods (port 443)."
     )

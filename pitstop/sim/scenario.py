@@ -206,6 +206,9 @@ class TrainingJob(_Named):
     )
     image: str = "registry.local/trainer:1.0"
     queue: str | None = Field(default=None, description="Kueue LocalQueue (label kueue.x-k8s.io/queue-name).")
+    node_selector: dict[str, str] = Field(
+        default_factory=dict, description="Pods only on nodes with these labels (a training pool)."
+    )
     pdb: bool = Field(default=False, description="A PDB with minAvailable equal to the gang size.")
     placement: list[str] = Field(default_factory=list)
 

@@ -570,7 +570,10 @@ class Seeder:
             "image": t.image,
             "resources": self._resources(t.gpus_per_pod, "8", "64Gi"),
         }
-        template = self._template(labels, container, {"restartPolicy": "Never"}, notes or None)
+        extra: Obj = {"restartPolicy": "Never"}
+        if t.node_selector:
+            extra["nodeSelector"] = dict(t.node_selector)
+        template = self._template(labels, container, extra, notes or None)
         job_labels = {GANG_LABEL: t.name}
         if t.queue:
             job_labels[KUEUE_QUEUE_LABEL] = t.queue

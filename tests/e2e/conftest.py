@@ -75,22 +75,29 @@ async def approve_gates(handle: WorkflowHandle[object, RunReport], approver: str
     while True:
         try:
             status = await asyncio.wait_for(handle.query("status", result_type=RunStatus), timeout=5)
-            for gate in status.gates:
-                gate_id = gate.rule.gate_id
-                if gate.status == "open" and gate_id not in answered:
-                    await asyncio.wait_for(
-                        handle.execute_update(
-                            "decide",
-                            Decision(gate=gate_id, approve=True, approver=approver, comment="e2e approval"),
-                            id=f"e2e-{gate_id}",
-                        ),
-                        timeout=10,
-                    )
-                    answered.append(gate_id)
         except asyncio.CancelledError:
             raise
         except Exception:  # no worker right now (killed): ask again shortly
-            pass
+            status = None
+        for gate in status.gates if status is not None else []:
+            gate_id = gate.rule.gate_id
+            if gate.status != "open" or gate_id in answered or approver not in gate.allowed:
+                continue
+            try:
+                await asyncio.wait_for(
+                    handle.execute_update(
+                        "decide",
+                        Decision(gate=gate_id, approve=True, approver=approver, comment="e2e approval"),
+                        # One id per approver and gate: a retry after a worker kill is the same vote.
+                        id=f"e2e-{approver}-{gate_id}",
+                    ),
+                    timeout=10,
+                )
+                answered.append(gate_id)
+            except asyncio.CancelledError:
+                raise
+            except Exception:  # no worker right now, or refused (four-eyes): ask again shortly
+                pass
         await asyncio.sleep(0.5)
 
 

@@ -138,6 +138,24 @@ def test_pdb_headroom_counts_the_healthy_pods_on_the_leaving_nodes() -> None:
     )
 
 
+def test_sequential_headroom_refuses_only_a_budget_that_never_allows_a_disruption() -> None:
+    # Two replicas of `web` on the leaving node, minAvailable 1 of 2: not both at once, but a
+    # drain that evicts one, waits for its replacement elsewhere, then the other, gets through.
+    nodes = [node("a"), node("b")]
+    pods = [pod("w1", "a", 1), pod("w2", "a", 1)]
+    budget = pdb("web", "web", 1, healthy=2, desired=1)
+    budget["status"]["expectedPods"] = 2
+    gpu = "nvidia.com/gpu"
+    assert not assess(nodes, pods, [budget], ["a"], resource=gpu).ok
+    assert assess(nodes, pods, [budget], ["a"], resource=gpu, pdb_headroom="sequential").ok
+    # minAvailable equal to the replicas: no order of evictions gets past it.
+    stuck = pdb("web", "web", 0, healthy=2, desired=2)
+    stuck["status"]["expectedPods"] = 2
+    report = assess(nodes, pods, [stuck], ["a"], resource=gpu, pdb_headroom="sequential")
+    assert not report.ok
+    assert "PDB never allows a disruption: PDB serving/web allows 0 disruptions now" in report.describe()
+
+
 def test_report_fails_with_the_numbers_of_every_shortfall() -> None:
     nodes = [node("a"), node("b", 4)]
     pods = [pod("w1", "a", 4), pod("w2", "a", 4)]

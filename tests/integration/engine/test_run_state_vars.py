@@ -52,7 +52,7 @@ async def test_set_fact_beyond_the_carry_limit_fails_with_a_message_saying_what_
         """,
         hosts_inventory(1),
     )
-    assert report.status == "completed_with_failures"
+    assert report.status == "failed"
     assert report.stages[0].hosts[0].status == "failed"
     msg = report.stages[0].hosts[0].msg
     assert "limited to 65536 bytes" in msg and "keep only what later stages need" in msg

@@ -137,3 +137,8 @@ def site(
 
 def shipped(name: str) -> str:
     return (RUNBOOKS / name).read_text()
+
+
+def shipped_tasks() -> dict[str, str]:
+    """The task files the shipped etcd runbooks import, as a run's bundle carries them."""
+    return {f"tasks/{p.name}": p.read_text() for p in (RUNBOOKS / "tasks").glob("etcd-*.yaml")}

@@ -15,7 +15,7 @@ from pitstop.contracts import RunReport
 from pitstop.devstack import etcd_tool, process_alive
 from pitstop.retention import snapshot_key
 from tests.integration.engine.conftest import RunFn
-from tests.integration.etcd.conftest import Site, put_nodes, settled_digest, shipped
+from tests.integration.etcd.conftest import Site, put_nodes, settled_digest, shipped, shipped_tasks
 
 if TYPE_CHECKING:
     from mypy_boto3_s3 import S3Client
@@ -59,7 +59,7 @@ async def test_backup_then_drill_restores_the_snapshot_and_reports_measured_rto_
 ) -> None:
     put_nodes(site.etcd_endpoint, site.cluster, 3)
 
-    backup = await run(shipped("etcd-backup.yaml"), site.inventory())
+    backup = await run(shipped("etcd-backup.yaml"), site.inventory(), extra_files=shipped_tasks())
     assert backup.status == "succeeded", backup.msg
     saved = _registered(backup)
     snapshot, status, upload = saved["snapshot"], saved["status"], saved["upload"]
@@ -147,7 +147,9 @@ async def test_a_flipped_byte_in_the_stored_snapshot_fails_the_drill_with_a_chec
 async def test_the_backup_runbook_in_check_mode_changes_nothing(
     run: RunFn, site: Site, s3_client: S3Client
 ) -> None:
-    report = await run(shipped("etcd-backup.yaml"), site.inventory(), check_mode=True)
+    report = await run(
+        shipped("etcd-backup.yaml"), site.inventory(), check_mode=True, extra_files=shipped_tasks()
+    )
     assert report.status == "succeeded", report.msg
     outcomes = {t.name: (t.status, t.msg) for t in report.stages[0].hosts[0].tasks}
     assert outcomes["Save a snapshot"][0] == "changed"

@@ -191,3 +191,74 @@ async def test_acceptance_feeds_its_baseline_forward_and_the_record_reports_both
     assert "### After canary: passed" in markdown and "- Hosts: gpu-node-001" in markdown
     # The module's artifact is listed with the run.
     assert [a.uri for h in report.stages[1].hosts for a in h.artifacts] == [f"s3://{bucket}/{base}.md"]
+
+
+EXPLAIN_RUNBOOK = """
+name: explain-deviation
+approvers: {leads: [dana]}
+stages:
+  - name: baseline
+    hosts: localhost
+    gate: {after: true, approvers: leads}
+    tasks:
+      - acceptance.check:
+          layers: [network/nccl]
+          nodes: [gpu-node-001]
+          poll_interval_seconds: 0.2
+        register: before
+      - set_fact: {baseline: "{{ before.measured }}"}
+  - name: acceptance
+    hosts: localhost
+    tasks:
+      - acceptance.check:
+          layers: [network/nccl]
+          nodes: [gpu-node-001]
+          poll_interval_seconds: 0.2
+          baseline: "{{ baseline }}"
+          on_deviation: report
+        register: after
+      - name: a deviation must be explained
+        when: not after.passed
+        gate: {name: explain, approvers: leads, require_comment: true}
+"""
+
+
+async def test_a_deviation_reported_by_acceptance_waits_for_a_written_explanation(
+    start_sim: StartSim, start_run: Any
+) -> None:
+    from temporalio.client import WorkflowUpdateFailedError
+
+    from pitstop.contracts import Decision
+    from pitstop.sim.models import NodeHealth, ProfileUpdate
+    from tests.integration.engine.conftest import status_when
+
+    sim = start_sim("cluster: {nodes: 2, domains: 1}\ntiming: {time_scale: 60}")
+    inventory = (
+        f"cluster: {{name: rehearsal, kubeconfig: {sim.kubeconfig_path}}}\n"
+        "all:\n  hosts:\n    localhost: {}\n"
+    )
+    handle = await start_run(EXPLAIN_RUNBOOK, inventory)
+    await status_when(handle, lambda s: any(g.status == "open" for g in s.gates), within=60)
+    # Between the baseline and the acceptance the canary's NCCL bandwidth halves.
+    sim.set_node_profile("gpu-node-001", ProfileUpdate(health=NodeHealth(nccl_busbw_gbps=190)))
+    await handle.execute_update("decide", Decision(gate="baseline:after", approve=True, approver="dana"))
+    await status_when(
+        handle,
+        lambda s: any(g.rule.gate_id == "explain@localhost" and g.status == "open" for g in s.gates),
+        within=60,
+    )
+    with pytest.raises(WorkflowUpdateFailedError) as refused:
+        await handle.execute_update(
+            "decide", Decision(gate="explain@localhost", approve=True, approver="dana")
+        )
+    assert "comment" in str(refused.value.cause).lower()
+    why = "NCCL drop is the new driver's known regression on this SKU; vendor case 123 opened"
+    await handle.execute_update(
+        "decide", Decision(gate="explain@localhost", approve=True, approver="dana", comment=why)
+    )
+    report = await handle.result()
+    assert report.status == "succeeded", report.msg
+    [accepted] = [t for t in report.stages[1].hosts[0].tasks if t.module == "acceptance.check"]
+    assert "network/nccl" in accepted.msg and "baseline" in accepted.msg
+    explained = next(g for g in report.gates if g.rule.gate_id == "explain@localhost")
+    assert [(v.approver, v.comment) for v in explained.votes] == [("dana", why)]

@@ -52,6 +52,7 @@ def runbook_dir(tmp_path: Path, site: Site) -> Path:
     (root / "inventories").mkdir(parents=True)
     for name in ("etcd-backup.yaml", "etcd-restore-drill.yaml"):
         shutil.copy(RUNBOOKS / name, root / name)
+    shutil.copytree(RUNBOOKS / "tasks", root / "tasks")
     (root / "inventories" / "site.yaml").write_text(site.inventory())
     return root
 

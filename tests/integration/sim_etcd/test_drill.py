@@ -13,7 +13,7 @@ from typing import Any
 from pitstop.contracts import RunReport
 from pitstop.devstack import DevStack
 from tests.integration.engine.conftest import RunFn
-from tests.integration.etcd.conftest import shipped
+from tests.integration.etcd.conftest import shipped, shipped_tasks
 from tests.integration.sim_etcd.conftest import StartSim, count, stored
 
 NODES = 3
@@ -70,7 +70,7 @@ async def test_the_drill_restores_the_node_and_pod_counts_of_backup_time_not_the
     pods_at_backup = len(sim.list("pods"))
     inventory = _inventory(own_etcd, s3_endpoint, bucket, cluster, tmp_path)
 
-    backup = await run(shipped("etcd-backup.yaml"), inventory)
+    backup = await run(shipped("etcd-backup.yaml"), inventory, extra_files=shipped_tasks())
     assert backup.status == "succeeded", backup.msg
     snapshot = _registered(backup)["snapshot"]
     assert snapshot["prefix_counts"] == {"/registry/minions/": NODES, "/registry/pods/": pods_at_backup}

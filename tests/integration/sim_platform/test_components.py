@@ -28,7 +28,7 @@ def pod_images(platform: Platform, namespace: str, selector: str) -> list[str]:
 def test_a_daemonset_image_change_rolls_every_pod_to_the_new_template(platform: Platform) -> None:
     before = platform.kubectl_json("get", "ds", "-n", "kube-system", "calico-node")
     desired = before["status"]["desiredNumberScheduled"]
-    assert desired == 5  # four GPU nodes and the control plane
+    assert desired == 6  # five GPU nodes and the control plane
     platform.kubectl("set", "image", "-n", "kube-system", "ds/calico-node", f"calico-node={NEW_CALICO}")
 
     def ready_calico() -> list[str]:
@@ -154,6 +154,7 @@ def test_webhooks_point_at_services_with_running_pods(platform: Platform) -> Non
     assert {h["metadata"]["name"] for h in hooks} == {
         "kueue-validating-webhook-configuration",
         "inferenceservice.serving.kserve.io",
+        "kyverno-resource-validating-webhook-cfg",
     }
     for hook in hooks:
         webhook = hook["webhooks"][0]

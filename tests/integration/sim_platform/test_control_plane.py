@@ -95,7 +95,7 @@ def test_kubeadm_upgrade_apply_needs_a_control_plane_node_and_root(platform: Pla
 
 def test_control_plane_nodes_are_not_gpu_nodes(platform: Platform) -> None:
     gpu_nodes = platform.kubectl("get", "nodes", "-l", GPU_SELECTOR, "-o", "name").stdout.split()
-    assert gpu_nodes == [f"node/gpu-node-00{i}" for i in range(1, 5)]
+    assert gpu_nodes == [f"node/gpu-node-00{i}" for i in range(1, 6)]
     table = platform.kubectl("get", "nodes").stdout
     assert any(line.split()[:3] == [CP, "Ready", "control-plane"] for line in table.splitlines())
     node = platform.node(CP)

@@ -1,0 +1,128 @@
+"""The platform upgrade on the rehearsal cluster: what its end-to-end tests and
+`pitstop demo --upgrade` share.
+
+The cluster comes from `runbooks/scenarios/platform-upgrade.yaml` (Kubernetes v1.30, the GPU
+stack and the AI controllers of seed 000 §2, a control-plane node and GPU nodes each with an
+SSH endpoint); its objects are persisted to the embedded etcd so that the preflight's backup
+is a real snapshot of them. The inventory names the groups the runbook uses:
+`control_plane`, `gpu_fleet`, `gpu_canary`, and the site's settings on `localhost`.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from ruamel.yaml import YAML
+
+from pitstop.sim import SimCluster, SimConfig, load_scenario
+
+REPO = Path(__file__).resolve().parent.parent
+RUNBOOK = REPO / "runbooks" / "platform-upgrade.yaml"
+SCENARIO = REPO / "runbooks" / "scenarios" / "platform-upgrade.yaml"
+REGRESSION_SCENARIO = REPO / "runbooks" / "scenarios" / "platform-upgrade-regression.yaml"
+CANARY_NODE = "gpu-node-001"
+CONTROL_PLANE_LABEL = "node-role.kubernetes.io/control-plane"
+
+
+def start_cluster(
+    workdir: Path, scenario: Path = SCENARIO, etcd_endpoint: str | None = None, etcd_prefix: str | None = None
+) -> SimCluster:
+    """The rehearsal cluster with SSH endpoints, serving from a background thread."""
+    workdir.mkdir(parents=True, exist_ok=True)
+    extra: dict[str, Any] = {}
+    if etcd_endpoint:
+        extra["etcd_endpoint"] = etcd_endpoint
+        if etcd_prefix:
+            extra["etcd_prefix"] = etcd_prefix
+    sim = SimCluster(
+        SimConfig(
+            scenario=load_scenario(scenario),
+            kubeconfig=workdir / "kubeconfig",
+            ssh=True,
+            ssh_dir=workdir,
+            **extra,
+        )
+    )
+    sim.start()
+    return sim
+
+
+def control_plane_nodes(sim: SimCluster) -> list[str]:
+    nodes = sim.list("nodes")
+    return sorted(
+        n["metadata"]["name"] for n in nodes if CONTROL_PLANE_LABEL in (n["metadata"].get("labels") or {})
+    )
+
+
+def write_inventory(
+    sim: SimCluster,
+    path: Path,
+    *,
+    s3_endpoint: str,
+    etcd_endpoint: str | None,
+    canary: str = CANARY_NODE,
+    cluster_name: str = "rehearsal",
+) -> Path:
+    """The rehearsal cluster's inventory: its nodes with their SSH ports, and the site's settings."""
+    if sim.kubeconfig_path is None:
+        raise ValueError("the rehearsal cluster was started without a kubeconfig")
+    control = set(control_plane_nodes(sim))
+    gpu: dict[str, Any] = {}
+    cp: dict[str, Any] = {}
+    for node in sim.node_names():
+        info = sim.ssh_info(node)
+        hostvars: dict[str, Any] = {"ansible_host": info.host, "ansible_port": info.port, "node_name": node}
+        if node in control:
+            cp[node] = hostvars
+        else:
+            hostvars["failure_domain"] = sim.node_profile(node).domain
+            gpu[node] = hostvars
+    site: dict[str, Any] = {
+        "cluster_name": cluster_name,
+        "s3_bucket": "pitstop-etcd-backups",
+        "s3_endpoint_url": s3_endpoint,
+        "s3_addressing_style": "path",
+        "s3_create_bucket": True,
+        "backup_dir": str((path.parent / "etcd-backups").resolve()),
+    }
+    if etcd_endpoint:
+        site["etcd_endpoints"] = etcd_endpoint
+    doc = {
+        "cluster": {
+            "name": cluster_name,
+            "kubeconfig": str(sim.kubeconfig_path.resolve()),
+            "ssh": {
+                "user": sim.config.ssh_user,
+                "key": {"secret": "sim-ssh-key"},
+                "known_hosts": str(sim.known_hosts_path.resolve()),
+            },
+        },
+        "all": {
+            "vars": {"cluster_name": cluster_name},
+            "children": {
+                "control_plane": {"hosts": cp},
+                "gpu_fleet": {"hosts": gpu},
+                "gpu_canary": {"hosts": {canary: None}},
+                "site": {"hosts": {"localhost": site}},
+            },
+        },
+    }
+    yaml = YAML(typ="safe", pure=True)
+    yaml.default_flow_style = False
+    with path.open("w", encoding="utf-8") as out:
+        out.write("# Written for the platform-upgrade rehearsal (ports change at every start).\n")
+        yaml.dump(doc, out)
+    return path
+
+
+def worker_environment(sim: SimCluster, workdir: Path) -> dict[str, str]:
+    """What the worker needs: the nodes' SSH key, the runbook directory, S3 credentials."""
+    return {
+        "PITSTOP_SECRETS_DIR": str(sim.ssh_secrets_dir),
+        "PITSTOP_BASELINE_DIR": str(workdir / "baselines"),
+        "PITSTOP_RUNBOOK_DIR": str(REPO / "runbooks"),
+        # moto accepts any credentials; a real site uses the worker's own.
+        "AWS_ACCESS_KEY_ID": "testing",
+        "AWS_SECRET_ACCESS_KEY": "testing",
+    }
