@@ -18,6 +18,7 @@ from pitstop.inventory.collect import Inventory, collect
 from pitstop.inventory.components import ComponentTableError, load_components
 from pitstop.inventory.detect import ClusterView
 from pitstop.inventory.facts import FactsError, facts_by_node
+from pitstop.inventory.validation import validation_states
 from pitstop.kube import selectors
 from pitstop.kube.objects import Obj, labels_of, name_of
 from pitstop.module_args.inventory import VersionsArgs
@@ -116,8 +117,9 @@ def versions(call: ModuleCall) -> ModuleResult:
         fail("PreconditionFailed", f"inventory.versions: {exc}")
     notes: list[str] = []
     view = read_cluster(kube_for(call), args, args.ssh_facts, notes)
+    validation = {**validation_states(table, args.acceptance, args.acceptance_label), **args.validation}
     inventory = collect(
-        table, view, targets=args.targets, validation=args.validation, matrices=matrices, notes=notes
+        table, view, targets=args.targets, validation=validation, matrices=matrices, notes=notes
     )
     return ModuleResult(msg=inventory.summary(), data=_data(inventory))
 

@@ -336,6 +336,7 @@ def records_change_record(call: ModuleCall) -> ModuleResult:
         goal=args.goal,
         risk=args.risk,
         inventory=args.inventory,
+        inventory_after=args.inventory_after,
         compat=args.compat,
         deprecations=args.deprecations,
         crd_webhooks=args.crd_webhooks,

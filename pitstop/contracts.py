@@ -261,6 +261,8 @@ class HostResult(BaseModel):
     # Facts this host set with `set_fact` in this stage; they carry to the host's later
     # stages, as Ansible's do across plays (bounded: see FACTS_LIMIT_BYTES).
     facts: dict[str, Any] = Field(default_factory=dict)
+    # Facts this host set on other hosts (`set_fact` with `delegate_to` and `delegate_facts`).
+    delegated_facts: dict[str, dict[str, Any]] = Field(default_factory=dict)
     # Documents a task left behind for people (change records, drill reports): a module
     # returns `data.artifact = {name, uri}` and the run's status and report list it.
     artifacts: list[Artifact] = Field(default_factory=list)

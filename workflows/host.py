@@ -81,6 +81,8 @@ class _HostRun:
     vars: dict[str, Any]
     # `set_fact` results; above task and block vars, as Ansible's precedence puts them.
     facts: dict[str, Any] = field(default_factory=dict)
+    # Facts set for other hosts (`delegate_facts`), carried to them by the parent.
+    delegated: dict[str, dict[str, Any]] = field(default_factory=dict)
     registered: dict[str, Any] = field(default_factory=dict)
     outcomes: list[TaskOutcome] = field(default_factory=list)
     notified: list[str] = field(default_factory=list)
@@ -152,6 +154,7 @@ class HostWorkflow:
             tasks=state.outcomes,
             registered=_bounded_registered(state.registered),
             facts=state.facts,
+            delegated_facts=state.delegated,
             artifacts=state.artifacts,
             changed=state.changed,
             started_at=started,
@@ -449,6 +452,14 @@ class HostWorkflow:
                     "(set `check_mode: false` on the task to run it for real)"
                 ),
             )
+        if spec.pure and task.delegate_facts and task.delegate_to:
+            # Ansible's `delegate_facts`: the facts belong to the delegate, e.g. a canary's
+            # figures set on localhost, where the change record reads run-wide results.
+            try:
+                owner = str(render(task.delegate_to, ctx))
+            except TemplateError as exc:
+                return ModuleResult(failed=True, msg=f"delegate_to: {exc}")
+            return self._set_fact(state.delegated.setdefault(owner, {}), args, owner)
         if spec.pure:
             return await self._pure(task.module, args, state, ctx, check)
         target = self.inp.host
@@ -514,20 +525,7 @@ class HostWorkflow:
                 return ModuleResult(msg=f"{name}: {value!r}", data={name: value})
             return ModuleResult(msg=str(args.get("msg") or "Hello world!"))
         if module == "set_fact":
-            # Facts carry to this host's later stages through the run's history: bounded,
-            # and refused here (where the runbook author can act) rather than dropped later.
-            size = len(json.dumps({**state.facts, **args}, default=str))
-            if size > FACTS_LIMIT_BYTES:
-                return ModuleResult(
-                    failed=True,
-                    msg=(
-                        f"set_fact: this host's facts would be {size} bytes; facts carry to later stages "
-                        f"and are limited to {FACTS_LIMIT_BYTES} bytes per host and stage: keep only what "
-                        "later stages need (e.g. a summary of a result, not the whole result)"
-                    ),
-                )
-            state.facts.update(args)
-            return ModuleResult(data={"ansible_facts": args})
+            return self._set_fact(state.facts, args, self.inp.host)
         if module == "assert":
             conditions = args.get("that")
             that = [conditions] if isinstance(conditions, str) else list(conditions or [])
@@ -554,6 +552,28 @@ class HostWorkflow:
                 await self._sleep(seconds)
             return ModuleResult(msg=f"paused {seconds:g}s")
         return ModuleResult(failed=True, msg=f"pure module {module!r} is unknown to this engine")
+
+    def _set_fact(self, facts: dict[str, Any], args: Any, owner: str) -> ModuleResult:
+        # Facts carry to later stages through the run's history: bounded, and refused here
+        # (where the runbook author can act) rather than dropped later.
+        if not isinstance(args, dict):
+            return ModuleResult(failed=True, msg="set_fact: give a mapping of facts")
+        size = len(json.dumps({**facts, **args}, default=str))
+        if size > FACTS_LIMIT_BYTES:
+            whose = "this host's" if owner == self.inp.host else f"{owner}'s"
+            return ModuleResult(
+                failed=True,
+                msg=(
+                    f"set_fact: {whose} facts would be {size} bytes; facts carry to later stages "
+                    f"and are limited to {FACTS_LIMIT_BYTES} bytes per host and stage: keep only what "
+                    "later stages need (e.g. a summary of a result, not the whole result)"
+                ),
+            )
+        facts.update(args)
+        data: dict[str, Any] = {"ansible_facts": args}
+        if owner != self.inp.host:
+            data["delegated_to"] = owner
+        return ModuleResult(data=data)
 
     def _finish(
         self, task: Task, state: _HostRun, result: ModuleResult, attempts: int, started: datetime

@@ -678,6 +678,8 @@ class RunbookWorkflow:
         progress = self._p()
         if result.facts:
             progress.host_facts.setdefault(result.host, {}).update(result.facts)
+        for host, facts in result.delegated_facts.items():
+            progress.host_facts.setdefault(host, {}).update(facts)
         known = {a.uri for a in progress.artifacts}
         for artifact in result.artifacts:
             if artifact.uri not in known:

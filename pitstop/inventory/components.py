@@ -154,12 +154,29 @@ class Component(BaseModel):
     absent: str = "not deployed"
     matrix: str | None = None
     policy: str | None = None
+    # The acceptance checks (seed 000 §12, `layer/check`) that exercise this component: their
+    # outcome is its validation state when the inventory is given an acceptance result.
+    validated_by: list[str] = Field(default_factory=list)
 
 
 class ComponentTable(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     components: list[Component]
+
+    @model_validator(mode="after")
+    def _checks_exist(self) -> ComponentTable:
+        from pitstop.acceptance.probes import BY_KEY
+
+        for component in self.components:
+            for check in component.validated_by:
+                if check not in BY_KEY:
+                    hint = suggest(check, list(BY_KEY))
+                    raise ValueError(
+                        f"component {component.key}: validated_by names {check!r}, which is not an "
+                        f"acceptance check{f' (did you mean {hint!r}?)' if hint else ''}"
+                    )
+        return self
 
     @model_validator(mode="after")
     def _matches_the_design(self) -> ComponentTable:

@@ -51,6 +51,17 @@ class VersionsArgs(ModuleArgs):
         default_factory=dict,
         description="Component key -> validation state (e.g. 'passed in staging'); default 'not validated'.",
     )
+    acceptance: dict[str, Any] = Field(
+        default_factory=dict,
+        description=(
+            "A registered acceptance.check result: each component's validation state becomes the "
+            "outcome of the checks that exercise it (`validated_by` in runbooks/compat/components.yaml); "
+            "`validation` entries win over it."
+        ),
+    )
+    acceptance_label: str = Field(
+        default="acceptance", description="How the validation state names that acceptance run."
+    )
     nodes_selector: str = Field(
         default=DEFAULT_GPU_SELECTOR,
         description="Label selector of the GPU nodes (for the GPU driver, CUDA, firmware and NIC driver).",

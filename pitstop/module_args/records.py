@@ -88,7 +88,13 @@ class ChangeRecordArgs(S3Args):
     prefix: str = Field(default="change-records", min_length=1, description="Key prefix of the records.")
     goal: str | None = Field(default=None, description="Why the upgrade is done.")
     risk: str | None = Field(default=None, description="What could go wrong and how bad it would be.")
-    inventory: dict[str, Any] = Field(default_factory=dict, description="Result of `inventory.versions`.")
+    inventory: dict[str, Any] = Field(
+        default_factory=dict, description="Result of `inventory.versions` before the change (the plan)."
+    )
+    inventory_after: dict[str, Any] = Field(
+        default_factory=dict,
+        description="Result of `inventory.versions` after the change: what runs, and each row's validation.",
+    )
     compat: dict[str, Any] = Field(default_factory=dict, description="Result of `compat.check`.")
     deprecations: dict[str, Any] = Field(default_factory=dict, description="Result of `kube.deprecations`.")
     crd_webhooks: dict[str, Any] = Field(
@@ -111,7 +117,9 @@ class ChangeRecordArgs(S3Args):
         default=False, description="Create the bucket when missing (the embedded stack; not for production)."
     )
 
-    @field_validator("inventory", "compat", "deprecations", "crd_webhooks", "run", mode="before")
+    @field_validator(
+        "inventory", "inventory_after", "compat", "deprecations", "crd_webhooks", "run", mode="before"
+    )
     @classmethod
     def _empty(cls, value: object) -> object:
         return _none_is_empty(value)

@@ -51,6 +51,8 @@ class VersionChange(BaseModel):
     current: str
     target: str
     changed: bool
+    after: str | None = Field(default=None, description="What the inventory found after the change.")
+    validation: str | None = Field(default=None, description="The row's validation state after the change.")
 
 
 class VersionDiff(BaseModel):
@@ -160,6 +162,7 @@ class RecordInputs(BaseModel):
     goal: str | None = None
     risk: str | None = None
     inventory: dict[str, Any] = Field(default_factory=dict)
+    inventory_after: dict[str, Any] = Field(default_factory=dict)
     compat: dict[str, Any] = Field(default_factory=dict)
     deprecations: dict[str, Any] = Field(default_factory=dict)
     crd_webhooks: dict[str, Any] = Field(default_factory=dict)
@@ -187,7 +190,9 @@ def _data(result: dict[str, Any]) -> dict[str, Any]:
     return inner if isinstance(inner, dict) and ("msg" in result or "changed" in result) else result
 
 
-def _version_diff(inventory: dict[str, Any]) -> VersionDiff:
+def _version_diff(inventory: dict[str, Any], inventory_after: dict[str, Any] | None = None) -> VersionDiff:
+    """The planned changes (current -> target) of the inventory taken before the change; with
+    the inventory taken after it, what each component actually runs and its validation state."""
     data = _data(inventory)
     rows = [r for r in data.get("rows") or [] if isinstance(r, dict)]
     if not rows and not data.get("diff"):
@@ -214,6 +219,16 @@ def _version_diff(inventory: dict[str, Any]) -> VersionDiff:
             for d in data.get("diff") or []
         ]
     changed = [c for c in changes if c.changed]
+    after_rows = {
+        str(r.get("component")): r
+        for r in _data(inventory_after or {}).get("rows") or []
+        if isinstance(r, dict)
+    }
+    for change in changed:
+        row = after_rows.get(change.component)
+        if row is not None:
+            change.after = str(row.get("current"))
+            change.validation = str(row.get("validation") or "") or None
     return VersionDiff(state="recorded", changes=changed, unchanged=len(changes) - len(changed))
 
 
@@ -475,7 +490,7 @@ def build_change_record(inputs: RecordInputs) -> ChangeRecord:
             goal=inputs.goal,
             risk=inputs.risk,
         ),
-        version_diff=_version_diff(inputs.inventory),
+        version_diff=_version_diff(inputs.inventory, inputs.inventory_after),
         compatibility_sources=compat,
         canary_scope=CanaryScope(
             state="recorded" if canary_hosts or inputs.canary.get("scope") else NOT_REACHED,
@@ -560,11 +575,23 @@ def render_markdown(record: ChangeRecord) -> str:
     elif not r.version_diff.changes:
         lines.append(f"No component changes version ({r.version_diff.unchanged} unchanged).")
     else:
-        lines += ["| component | §2 row | current | target |", "|---|---|---|---|"]
-        lines += [
-            f"| {c.component} | {_cell(c.row)} | {_cell(c.current)} | {_cell(c.target)} |"
-            for c in r.version_diff.changes
-        ]
+        after = any(c.after is not None for c in r.version_diff.changes)
+        if after:
+            lines += [
+                "| component | §2 row | current | target | after | validation |",
+                "|---|---|---|---|---|---|",
+            ]
+            lines += [
+                f"| {c.component} | {_cell(c.row)} | {_cell(c.current)} | {_cell(c.target)} "
+                f"| {_cell(c.after or NOT_REACHED)} | {_cell(c.validation or NOT_REACHED)} |"
+                for c in r.version_diff.changes
+            ]
+        else:
+            lines += ["| component | §2 row | current | target |", "|---|---|---|---|"]
+            lines += [
+                f"| {c.component} | {_cell(c.row)} | {_cell(c.current)} | {_cell(c.target)} |"
+                for c in r.version_diff.changes
+            ]
         lines += ["", f"{r.version_diff.unchanged} other components unchanged."]
 
     c = r.compatibility_sources

@@ -183,6 +183,7 @@ with warnings.catch_warnings():
         tags: StrList = []
         run_once: bool = False
         delegate_to: str | None = None
+        delegate_facts: bool = False
         check_mode: bool | None = None
         block: list[Task] | None = None
         rescue: list[Task] = []

@@ -92,6 +92,7 @@ def _task_schema(defs: dict[str, Any]) -> dict[str, Any]:
         "tags": _STRING_OR_LIST,
         "run_once": {"type": "boolean"},
         "delegate_to": {"type": "string"},
+        "delegate_facts": {"type": "boolean"},
         "check_mode": {"type": ["boolean", "null"]},
         "block": _TASKS,
         "rescue": _TASKS,

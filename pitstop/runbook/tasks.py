@@ -42,6 +42,7 @@ TASK_KEYWORDS: frozenset[str] = frozenset(
         "tags",
         "run_once",
         "delegate_to",
+        "delegate_facts",
         "check_mode",
         "block",
         "rescue",
@@ -217,6 +218,12 @@ class TaskParser:
         for key in ("rescue", "always"):
             if key in raw and "block" not in raw:
                 raise node.child(key).error(f"'{key}' needs a 'block' in the same task", at_key=True)
+        if raw.get("delegate_facts") and (modules != ["set_fact"] or "delegate_to" not in raw):
+            raise node.child("delegate_facts").error(
+                "'delegate_facts' gives the facts of a `set_fact` to its `delegate_to` host: "
+                "it needs both in the same task",
+                at_key=True,
+            )
         for key in _EXPRESSION_KEYS:
             if key in raw:
                 check_expressions(node.child(key))

@@ -413,7 +413,11 @@ def render(value: Any, variables: Mapping[str, Any]) -> Any:
     if isinstance(value, str):
         return _render_string(value, variables)
     if isinstance(value, Mapping):
-        return {k: render(v, variables) for k, v in value.items()}
+        # Keys are templates too, as in Ansible (`set_fact: {"{{ name }}": ...}`).
+        return {
+            (str(_render_string(k, variables)) if isinstance(k, str) else k): render(v, variables)
+            for k, v in value.items()
+        }
     if isinstance(value, list | tuple):
         return [render(v, variables) for v in value]
     return value

@@ -193,6 +193,9 @@ async def test_upgrade_to_the_next_minor_passes_every_stage_and_leaves_a_complet
     assert diff["kubernetes"] == ("v1.30.6", "v1.31.2")
     assert diff["gpu-driver"] == ("550.90.07", "570.86.15")
     assert diff["gpu-operator"] == ("v24.6.2", "v24.9.2")
+    after = {row["component"]: row for row in record["version_diff"]["changes"]}
+    assert after["kubernetes"]["after"] == "v1.31.2"
+    assert after["gpu-driver"]["validation"].startswith("passed in acceptance"), after["gpu-driver"]
     assert "kubernetes.io/releases/version-skew-policy" in json.dumps(record["compatibility_sources"])
     assert "gpu-node-001" in json.dumps(record["canary_scope"])
     assert "alice" in markdown and "v1.31.2" in markdown

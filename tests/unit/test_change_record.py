@@ -402,3 +402,24 @@ def test_an_explained_deviation_is_listed_but_the_upgrade_still_succeeds() -> No
     ]
     assert "### After canary-gpu-nodes: deviations to explain" in markdown
     assert "| network/nccl | deviation | 340 GB/s | 392 GB/s | -13.3% |" in markdown
+
+
+def test_the_inventory_after_the_change_shows_what_runs_and_how_it_was_validated() -> None:
+    after = inventory()
+    for row in after["data"]["rows"]:
+        row["current"] = row["target"]
+        row["validation"] = "passed in acceptance: gpu/dcgm" if row["component"] == "gpu-driver" else ""
+    after["data"]["rows"][1]["current"] = "v1.30.6"  # one kubelet never moved
+    record = build_change_record(complete_inputs().model_copy(update={"inventory_after": after}))
+    by_component = {c.component: c for c in record.version_diff.changes}
+    assert (by_component["gpu-driver"].after, by_component["gpu-driver"].validation) == (
+        "570.86.15",
+        "passed in acceptance: gpu/dcgm",
+    )
+    assert by_component["kubelet"].after == "v1.30.6"
+    markdown = render_markdown(record)
+    assert "| component | §2 row | current | target | after | validation |" in markdown
+    assert (
+        "| kubelet | Kubernetes and containerd/CRI-O | v1.30.6 | v1.31.2 | v1.30.6 | not reached |"
+        in markdown
+    )

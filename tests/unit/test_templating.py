@@ -51,6 +51,13 @@ def test_an_undefined_value_inside_a_result_is_an_error_not_a_value() -> None:
         render({"nested": ["{{ {'k': xs[0].summary} }}"]}, items)
 
 
+def test_mapping_keys_are_templates_too() -> None:
+    assert render({"{{ host }}": "{{ n }}", "plain": 1}, {"host": "gpu-node-001", "n": 2}) == {
+        "gpu-node-001": 2,
+        "plain": 1,
+    }
+
+
 def test_a_lazy_sequence_becomes_a_list() -> None:
     assert render("{{ xs | map(attribute='a') }}", {"xs": [{"a": 1}, {"a": 2}]}) == [1, 2]
 

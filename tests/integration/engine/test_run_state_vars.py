@@ -156,3 +156,30 @@ async def test_facts_localhost_set_are_read_by_other_hosts_through_hostvars(run:
         INVENTORY,
     )
     assert report.status == "succeeded", [h.msg for h in report.stages[1].hosts]
+
+
+async def test_delegate_facts_gives_a_host_s_figures_to_localhost_for_later_stages(run: RunFn) -> None:
+    report = await run(
+        """
+        name: canary-figures
+        stages:
+          - name: canary
+            hosts: gpu
+            tasks:
+              - name: keep this node's figure where run-wide results live
+                set_fact:
+                  canary_figures: {"{{ inventory_hostname }}": 392}
+                delegate_to: localhost
+                delegate_facts: true
+          - name: record
+            hosts: localhost
+            tasks:
+              - assert:
+                  that:
+                    - canary_figures['h00'] == 392
+        """,
+        hosts_inventory(1),
+    )
+    assert report.status == "succeeded", [h.msg for s in report.stages for h in s.hosts]
+    [canary] = report.stages[0].hosts
+    assert canary.facts == {} and canary.delegated_facts == {"localhost": {"canary_figures": {"h00": 392}}}
