@@ -91,6 +91,7 @@ def compat_check(call: ModuleCall) -> ModuleResult:
         matrices=matrices,
         only=args.matrices or None,
         phases=args.phases or None,
+        in_between=args.in_between,
     )
     activity.logger.info(
         "compat.check: supported=%s violations=%d", verdict.supported, len(verdict.violations)

@@ -66,6 +66,9 @@ class CompatVerdict(BaseModel):
 
     supported: bool
     violations: list[Violation] = Field(default_factory=list)
+    # Unsupported combinations the cluster passes through between phases, when the caller
+    # accepts them for the length of the upgrade (`in_between: warn`): the change record's risk.
+    warnings: list[Violation] = Field(default_factory=list)
     checked: list[Checked] = Field(default_factory=list)
     sources: list[SourceRef] = Field(default_factory=list)
 
@@ -140,13 +143,15 @@ def evaluate(
     matrices: Mapping[str, Matrix],
     only: list[str] | None = None,
     phases: list[list[str]] | None = None,
+    in_between: str = "fail",
 ) -> CompatVerdict:
     """Judge the move from `current` to `target` (target keys not given stay at current).
 
     Skew rules are judged in every state the policy's upgrade order passes through. Vendor
     matrices are judged on the target and, when `phases` lists the groups of components in the
     order the runbook upgrades them, after each group: a stack that runs unsupported in
-    between is refused as well, once, at the first phase where it happens.
+    between is refused as well, once, at the first phase where it happens — or, with
+    `in_between="warn"`, reported as a warning (the window is a known, accepted risk).
     """
     planned = {**current, **target}
     verdict = CompatVerdict(supported=True)
@@ -154,11 +159,19 @@ def evaluate(
     chosen = {name: matrix for name, matrix in matrices.items() if only is None or name in only}
     seen: set[str] = set()
     moved: dict[str, str] = dict(current)
+    before = len(verdict.violations)
     for number, group in enumerate(phases or [], start=1):
         moved.update({key: target[key] for key in group if key in target})
         if moved != planned:
             _judge_phase(verdict, moved, chosen, f"after phase {number} ({', '.join(group)})", seen)
+    if in_between == "warn":
+        verdict.warnings = verdict.violations[before:]
+        del verdict.violations[before:]
+        # The target is judged on its own: a window that is also the end state is a violation.
+        seen = set()
     _judge_matrices(verdict, current, planned, chosen, seen)
+    final = [v.message for v in verdict.violations]
+    verdict.warnings = [w for w in verdict.warnings if not any(w.message.endswith(m) for m in final)]
     verdict.supported = not verdict.violations
     return verdict
 
@@ -270,10 +283,11 @@ def _judge_matrices(
 
 def summary(verdict: CompatVerdict, current: Mapping[str, str], target: Mapping[str, str]) -> str:
     """The one-paragraph `msg`: each violation (rule id and source inside), or what was checked."""
+    warned = [f"- warning: {warning.message}" for warning in verdict.warnings]
     if verdict.violations:
         lines = [f"{len(verdict.violations)} compatibility violation(s):"]
         lines += [f"- {violation.message}" for violation in verdict.violations]
-        return "\n".join(lines)
+        return "\n".join([*lines, *warned])
     moves = [
         f"{key} {current.get(key, 'not deployed')} → {value}"
         for key, value in sorted(target.items())
@@ -281,4 +295,7 @@ def summary(verdict: CompatVerdict, current: Mapping[str, str], target: Mapping[
     ]
     checked = sum(1 for item in verdict.checked if item.status == "ok")
     plan = ", ".join(moves) if moves else "no version changes"
-    return f"supported: {plan} ({checked} rules checked, no violations)"
+    head = f"supported: {plan} ({checked} rules checked, no violations)"
+    if warned:
+        head += f"; {len(warned)} unsupported combination(s) on the way there:"
+    return "\n".join([head, *warned])

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from datetime import timedelta
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import Field, field_validator
 
@@ -61,6 +61,11 @@ class CompatCheckArgs(ModuleArgs):
         default_factory=list,
         description="Groups of component keys in the order the runbook upgrades them; vendor matrices "
         "are then also judged after each group (default: the target state only).",
+    )
+    in_between: Literal["fail", "warn"] = Field(
+        default="fail",
+        description="An unsupported combination after a phase (not at the target): refuse the plan, or "
+        "report it as a warning — a window of known risk for the change record.",
     )
 
     @field_validator("current", "target", "kubelets", mode="before")

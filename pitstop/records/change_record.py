@@ -78,6 +78,8 @@ class CompatibilitySources(BaseModel):
         default_factory=list, description="component, title, source, retrieved."
     )
     violations: list[Finding] = Field(default_factory=list)
+    # Unsupported combinations the cluster passes through on the way (accepted windows of risk).
+    in_between: list[Finding] = Field(default_factory=list)
     deprecations: list[Finding] = Field(default_factory=list)
     deprecations_state: SectionState = NOT_REACHED
     crd_webhooks: list[Finding] = Field(default_factory=list)
@@ -270,11 +272,22 @@ def _compatibility(inputs: RecordInputs) -> CompatibilitySources:
         )
         for v in data.get("violations") or []
     ]
+    in_between = [
+        Finding(
+            check=str(v.get("rule", "")),
+            subject=str(v.get("component", "")),
+            message=str(v.get("message", "")),
+            source=str(v.get("source", "")),
+            severity="warn",
+        )
+        for v in data.get("warnings") or []
+    ]
     return CompatibilitySources(
         state="recorded" if data else NOT_REACHED,
         supported=data.get("supported") if data else None,
         sources=[dict(s) for s in data.get("sources") or []],
         violations=violations,
+        in_between=in_between,
         deprecations=deprecations,
         deprecations_state=dep_state,
         crd_webhooks=crd,
@@ -612,6 +625,11 @@ def render_markdown(record: ChangeRecord) -> str:
         for v in c.violations:
             cited = "" if v.source in v.message else f" — {v.source}"
             lines.append(f"- violation `{v.check}` ({v.subject}): {_item(v.message)}{cited}")
+        if c.in_between:
+            lines += ["", "Unsupported on the way (accepted for the length of the upgrade):"]
+        for v in c.in_between:
+            cited = "" if v.source in v.message else f" — {v.source}"
+            lines.append(f"- `{v.check}` ({v.subject}): {_item(v.message)}{cited}")
     lines.append("")
     if c.deprecations_state != "recorded":
         lines.append(f"- Deprecated APIs: {NOT_REACHED}")

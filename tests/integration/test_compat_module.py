@@ -224,6 +224,31 @@ def test_phases_refuse_an_order_that_runs_an_unsupported_stack_in_between() -> N
     assert len(messages) == len(set(messages))
 
 
+def test_in_between_warn_accepts_the_order_and_reports_each_window_as_a_warning() -> None:
+    phases = [
+        ["kubernetes", "kube-controller-manager", "kube-scheduler", "kubelet"],
+        ["gpu-driver", "cuda"],
+        ["gpu-operator", "network-operator"],
+    ]
+    result = run({"current": CURRENT, "target": TARGET_1_31, "phases": phases, "in_between": "warn"})
+
+    assert result.failed is False, result.msg
+    assert result.data["violations"] == []
+    warnings = [w["message"] for w in result.data["warnings"]]
+    assert any("gpu-operator v24.6.2 does not support kubernetes v1.31.2" in w for w in warnings), warnings
+    assert "unsupported combination(s) on the way there" in result.msg
+    # The target itself is still judged strictly: a target no matrix supports fails either way.
+    skipped = run(
+        {
+            "current": CURRENT,
+            "target": {**TARGET_1_31, "network-operator": "v24.10.0"},
+            "phases": phases,
+            "in_between": "warn",
+        }
+    )
+    assert skipped.failed is True
+
+
 def test_unknown_component_in_phases_is_refused() -> None:
     with pytest.raises(ApplicationError, match="unknown component 'gpu-operater'"):
         run({"current": CURRENT, "target": TARGET_1_31, "phases": [["gpu-operater"]]})

@@ -423,3 +423,20 @@ def test_the_inventory_after_the_change_shows_what_runs_and_how_it_was_validated
         "| kubelet | Kubernetes and containerd/CRI-O | v1.30.6 | v1.31.2 | v1.30.6 | not reached |"
         in markdown
     )
+
+
+def test_unsupported_windows_on_the_way_are_listed_as_accepted_risk() -> None:
+    with_windows = compat()
+    with_windows["warnings"] = [
+        {
+            "rule": "matrix/gpu-operator/kubernetes",
+            "source": "https://docs.nvidia.com/datacenter/cloud-native/gpu-operator/latest/platform-support.html",
+            "component": "gpu-operator",
+            "message": "after phase 1 (kubernetes): gpu-operator v24.6.2 does not support kubernetes v1.31.2",
+        }
+    ]
+    record = build_change_record(complete_inputs().model_copy(update={"compat": with_windows}))
+    assert [f.subject for f in record.compatibility_sources.in_between] == ["gpu-operator"]
+    markdown = render_markdown(record)
+    assert "Unsupported on the way (accepted for the length of the upgrade):" in markdown
+    assert "gpu-operator v24.6.2 does not support kubernetes v1.31.2" in markdown
