@@ -20,6 +20,7 @@ from activities.notify import NOTIFY_ACTIVITIES
 from activities.observe import OBSERVE_ACTIVITIES
 from activities.plan import load_plan
 from activities.records import RECORDS_ACTIVITIES
+from activities.runs import RUNS_ACTIVITIES
 from activities.ssh import SSH_ACTIVITIES
 from activities.storage import STORAGE_ACTIVITIES
 
@@ -30,6 +31,7 @@ ACTIVITIES: list[Callable[..., Any]] = [
     *ETCD_ACTIVITIES,
     *STORAGE_ACTIVITIES,
     *RECORDS_ACTIVITIES,
+    *RUNS_ACTIVITIES,
     *NOTIFY_ACTIVITIES,
     *KUBE_ACTIVITIES,
     *GPU_ACTIVITIES,

@@ -334,6 +334,7 @@ class RunReport(BaseModel):
     status: RunState
     started_at: datetime
     ended_at: datetime
+    cluster: str | None = None
     hashes: PlanHashes | None = None
     stages: list[StageReport] = Field(default_factory=list)
     gates: list[GateState] = Field(default_factory=list)

@@ -63,6 +63,7 @@ def write_inventory(
     etcd_endpoint: str | None,
     canary: str = CANARY_NODE,
     cluster_name: str = "rehearsal",
+    ssh_key_secret: str = "sim-ssh-key",
 ) -> Path:
     """The rehearsal cluster's inventory: its nodes with their SSH ports, and the site's settings."""
     if sim.kubeconfig_path is None:
@@ -94,7 +95,7 @@ def write_inventory(
             "kubeconfig": str(sim.kubeconfig_path.resolve()),
             "ssh": {
                 "user": sim.config.ssh_user,
-                "key": {"secret": "sim-ssh-key"},
+                "key": {"secret": ssh_key_secret},
                 "known_hosts": str(sim.known_hosts_path.resolve()),
             },
         },

@@ -13,6 +13,7 @@ from pitstop.module_args import (
     notify,
     observe,
     records,
+    runs,
     ssh,
     storage,
 )
@@ -30,6 +31,7 @@ __all__ = [
     "notify",
     "observe",
     "records",
+    "runs",
     "ssh",
     "storage",
 ]

@@ -1158,6 +1158,7 @@ class RunbookWorkflow:
             status=final,
             started_at=progress.started_at,
             ended_at=now,
+            cluster=progress.plan.cluster.name if progress.plan.cluster else None,
             hashes=progress.plan.hashes,
             stages=progress.reports,
             gates=list(progress.gates.values()),

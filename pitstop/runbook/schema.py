@@ -61,12 +61,16 @@ def _templated(schema: dict[str, Any]) -> dict[str, Any]:
 
 def _module_properties(defs: dict[str, Any]) -> dict[str, Any]:
     props: dict[str, Any] = {}
+    # Models nested in module arguments (e.g. `canary: {hosts, scope}`) accept templates in
+    # their fields too, as the arguments themselves do.
+    nested: dict[str, Any] = {}
     for spec in all_modules():
-        args = _templated(_model_schema(spec.args_model, defs))
+        args = _templated(_model_schema(spec.args_model, nested))
         options: list[dict[str, Any]] = [args, {"type": "null"}]
         if spec.free_form_arg is not None:
             options.append({"type": "string"})
         props[spec.name] = {"description": spec.summary, "anyOf": options}
+    defs.update({name: _templated(schema) for name, schema in nested.items()})
     return props
 
 

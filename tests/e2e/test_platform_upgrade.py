@@ -63,7 +63,7 @@ class Upgrade:
             vars={
                 "poll_seconds": 0.5,
                 "s3_create_bucket": True,
-                "lab_run_id": "lab-upgrade-1",
+                "lab_run_required": False,  # the lab run itself; production names its lab run
                 "s3_endpoint_url": self.s3_endpoint,
                 "s3_addressing_style": "path",
                 **vars,
@@ -89,15 +89,21 @@ class Upgrade:
         return record, markdown
 
 
-def _start(tmp_path: Path, scenario: Path, s3_endpoint: str, etcd_endpoint: str) -> Iterator[Upgrade]:
+def _start(
+    tmp_path: Path, scenario: Path, s3_endpoint: str, etcd_endpoint: str, cluster: str = "rehearsal"
+) -> Iterator[Upgrade]:
     logging.getLogger("paramiko").setLevel(logging.CRITICAL)
-    workdir = tmp_path / "upgrade"
+    workdir = tmp_path / cluster
     sim = du.start_cluster(
         workdir, scenario, etcd_endpoint=etcd_endpoint, etcd_prefix=f"/e2e-{uuid.uuid4().hex[:6]}/registry/"
     )
     try:
         inventory = du.write_inventory(
-            sim, workdir / "inventory.yaml", s3_endpoint=s3_endpoint, etcd_endpoint=etcd_endpoint
+            sim,
+            workdir / "inventory.yaml",
+            s3_endpoint=s3_endpoint,
+            etcd_endpoint=etcd_endpoint,
+            cluster_name=cluster,
         )
         yield Upgrade(sim=sim, inventory=inventory, s3_endpoint=s3_endpoint)
     finally:
@@ -109,9 +115,27 @@ def upgrade(
     tmp_path: Path, s3_endpoint: str, etcd_endpoint: str, monkeypatch: pytest.MonkeyPatch
 ) -> Iterator[Upgrade]:
     for up in _start(tmp_path, du.SCENARIO, s3_endpoint, etcd_endpoint):
-        for key, value in du.worker_environment(up.sim, tmp_path / "upgrade").items():
+        for key, value in du.worker_environment(up.sim, tmp_path / "rehearsal").items():
             monkeypatch.setenv(key, value)
         yield up
+
+
+@pytest.fixture
+def lab(tmp_path: Path, s3_endpoint: str, etcd_endpoint: str, upgrade: Upgrade) -> Iterator[Upgrade]:
+    """A second cluster, the lab: the same platform with its own nodes and SSH key. One worker
+    serves both, so the lab's key sits beside production's under its own secret name."""
+    for lab in _start(tmp_path, du.SCENARIO, s3_endpoint, etcd_endpoint, cluster="lab"):
+        key = (lab.sim.ssh_secrets_dir / "sim-ssh-key").read_bytes()
+        (upgrade.sim.ssh_secrets_dir / "lab-ssh-key").write_bytes(key)
+        du.write_inventory(
+            lab.sim,
+            lab.inventory,
+            s3_endpoint=s3_endpoint,
+            etcd_endpoint=etcd_endpoint,
+            cluster_name="lab",
+            ssh_key_secret="lab-ssh-key",
+        )
+        yield lab
 
 
 @pytest.fixture
@@ -119,7 +143,7 @@ def regressed(
     tmp_path: Path, s3_endpoint: str, etcd_endpoint: str, monkeypatch: pytest.MonkeyPatch
 ) -> Iterator[Upgrade]:
     for up in _start(tmp_path, du.REGRESSION_SCENARIO, s3_endpoint, etcd_endpoint):
-        for key, value in du.worker_environment(up.sim, tmp_path / "upgrade").items():
+        for key, value in du.worker_environment(up.sim, tmp_path / "rehearsal").items():
             monkeypatch.setenv(key, value)
         yield up
 
@@ -166,10 +190,16 @@ def _failures(report: RunReport) -> list[str]:
 
 @pytest.mark.timeout(420)
 async def test_upgrade_to_the_next_minor_passes_every_stage_and_leaves_a_complete_change_record(
-    temporal_client: Client, worker: str, upgrade: Upgrade
+    temporal_client: Client, worker: str, upgrade: Upgrade, lab: Upgrade
 ) -> None:
+    # Seed 000 §4, step 2: the lab cluster first; production's rehearsal stage checks that run.
+    rehearsed = await _run(temporal_client, worker, lab.request(), within=240)
+    assert rehearsed.status == "succeeded", (rehearsed.msg, _failures(rehearsed))
     sim = upgrade.sim
-    report = await _run(temporal_client, worker, upgrade.request(), within=360)
+    request = upgrade.request(lab_run_required=True, lab_run_id=rehearsed.run_id)
+    report = await _run(temporal_client, worker, request, within=360)
+    [checked] = [t for t in report.stages[1].hosts[0].tasks if t.module == "runs.require"]
+    assert checked.msg.startswith(f"run {rehearsed.run_id} (platform-upgrade on lab, succeeded"), checked.msg
     assert report.status == "succeeded", (report.msg, _failures(report))
     assert [s.status for s in report.stages] == ["ok"] * len(report.stages)
     assert all(g.status == "approved" for g in report.gates) and len(report.gates) >= 10

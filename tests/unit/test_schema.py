@@ -24,8 +24,9 @@ def _shipped() -> list[Path]:
     return [
         p
         for p in sorted(root.rglob("*.yaml"))
-        # Compatibility data, schedules and simulator scenarios are other formats.
-        if p.relative_to(root).parts[0] not in ("compat", "scenarios") and not p.name.startswith("schedules")
+        # Compatibility data, schedules, simulator scenarios and Kubernetes manifests are other formats.
+        if p.relative_to(root).parts[0] not in ("compat", "scenarios", "manifests")
+        and not p.name.startswith("schedules")
     ]
 
 

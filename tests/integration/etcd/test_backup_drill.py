@@ -128,8 +128,9 @@ async def test_a_flipped_byte_in_the_stored_snapshot_fails_the_drill_with_a_chec
 
     drill = await run(shipped("etcd-restore-drill.yaml"), site.inventory())
 
-    # One host (the worker) failed its task list: the run completed with that failure.
-    assert drill.status == "completed_with_failures"
+    # The only host (the worker) failed its task list: the run failed, saying where.
+    assert drill.status == "failed"
+    assert drill.msg.startswith("every host of stage")
     host = drill.stages[0].hosts[0]
     expected = f"checksum mismatch: expected {good}, got {bad}"
     assert host.status == "failed" and host.failed_task == "The drill passed"

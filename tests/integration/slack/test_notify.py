@@ -115,6 +115,7 @@ async def test_a_rollback_is_announced_in_the_runs_thread_and_in_the_channel(
     assert texts[0].startswith(":rewind: Rolling back: rollback_when held in stage 'canary'")
     assert texts[1] == "Stage *canary*: rolled_back (1 failed, 1 ok)"
     assert texts[2].startswith("Run ended: *rolled_back*: rolled back: rollback_when held")
-    assert texts[2].endswith("length &gt; 0 }}")  # runbook text is escaped for Slack
+    # Runbook text is escaped for Slack; the reason names the failed host and why.
+    assert texts[2].endswith("length &gt; 0 }} (h01: canary/0: step failed on h01)")
     # The rollback and an unhappy end are shown in the channel too, not only in the thread.
     assert [r["reply_broadcast"] for r in replies] == [True, False, True]

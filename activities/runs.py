@@ -1,0 +1,90 @@
+"""`runs.require`: an earlier pitstop run must have done something first — e.g. the same
+upgrade on the lab cluster (seed 000 §4, step 2). The evidence is that run's own report in
+Temporal, read through the worker's client, not a name typed into a variable."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from datetime import UTC, datetime
+from typing import Any
+
+from temporalio import activity
+from temporalio.client import WorkflowExecutionStatus
+from temporalio.exceptions import ApplicationError
+from temporalio.service import RPCError, RPCStatusCode
+
+from activities._args import parse_args
+from pitstop.contracts import ModuleCall, ModuleResult, RunReport
+from pitstop.module_args.runs import RequireRunArgs
+from pitstop.runbook.durations import parse_duration
+
+
+def _refuse(message: str, kind: str = "PreconditionFailed") -> ApplicationError:
+    return ApplicationError(message, type=kind, non_retryable=True)
+
+
+@activity.defn(name="module.runs.require")
+async def runs_require(call: ModuleCall) -> ModuleResult:
+    args = parse_args(RequireRunArgs, call)
+    client = activity.client()
+    handle = client.get_workflow_handle(args.run_id, result_type=RunReport)
+    try:
+        described = await handle.describe()
+    except RPCError as exc:
+        if exc.status == RPCStatusCode.NOT_FOUND:
+            raise _refuse(
+                f"runs.require: there is no run {args.run_id!r} in namespace {client.namespace}"
+            ) from None
+        raise
+    if described.workflow_type != "RunbookWorkflow":
+        raise _refuse(f"runs.require: {args.run_id!r} is a {described.workflow_type}, not a pitstop run")
+    if described.status == WorkflowExecutionStatus.RUNNING:
+        raise _refuse(f"runs.require: run {args.run_id} is still running; wait for it to finish")
+    if described.status != WorkflowExecutionStatus.COMPLETED:
+        state = described.status.name.lower() if described.status else "unknown"
+        raise _refuse(f"runs.require: run {args.run_id} did not complete (it {state}); it proves nothing")
+    report = await handle.result()
+    problems = _problems(args, report)
+    data: dict[str, Any] = {
+        "run_id": report.run_id,
+        "runbook": report.runbook,
+        "cluster": report.cluster,
+        "status": report.status,
+        "ended_at": report.ended_at.isoformat(),
+        "stages": {s.name: s.status for s in report.stages},
+        "requested_by": report.requested_by,
+    }
+    if problems:
+        return ModuleResult(
+            failed=True, msg=f"run {report.run_id} does not count: " + "; ".join(problems), data=data
+        )
+    where = f" on {report.cluster}" if report.cluster else ""
+    said = f"{report.runbook}{where}, {report.status}, ended {data['ended_at']}"
+    return ModuleResult(msg=f"run {report.run_id} ({said}) counts", data=data)
+
+
+def _problems(args: RequireRunArgs, report: RunReport) -> list[str]:
+    problems: list[str] = []
+    if report.runbook != args.runbook:
+        problems.append(f"it ran runbook {report.runbook!r}, not {args.runbook!r}")
+    if report.check_mode:
+        problems.append("it was a plan (check mode): nothing was changed or validated")
+    if args.not_cluster is not None and report.cluster == args.not_cluster:
+        problems.append(
+            f"it ran on {report.cluster}, the cluster being changed: a rehearsal must run elsewhere"
+        )
+    if args.max_age is not None:
+        age = (datetime.now(UTC) - report.ended_at).total_seconds()
+        if age > parse_duration(args.max_age):
+            problems.append(f"it ended {age / 86400:.1f} days ago, longer than max_age {args.max_age}")
+    statuses = {s.name: s.status for s in report.stages}
+    wanted = args.stages_ok or list(statuses)
+    for name in wanted:
+        if name not in statuses:
+            problems.append(f"it has no stage {name!r} (stages: {', '.join(statuses) or 'none'})")
+        elif statuses[name] != "ok":
+            problems.append(f"its stage {name!r} ended {statuses[name]}")
+    return problems
+
+
+RUNS_ACTIVITIES: list[Callable[..., Any]] = [runs_require]

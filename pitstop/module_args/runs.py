@@ -1,0 +1,50 @@
+"""Args of `runs.require`: another pitstop run must have done something first (seed 000 §4,
+step 2: the upgrade was verified on a lab cluster before it touches this one)."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+from pydantic import Field, field_validator
+
+from pitstop.modules import ModuleArgs, ModuleSpec, register
+from pitstop.runbook.durations import parse_duration
+
+
+class RequireRunArgs(ModuleArgs):
+    """The run named by `run_id` (a workflow id) must be a finished run of `runbook`, for real
+    (not a plan), on another cluster than `not_cluster`, no older than `max_age`, with each of
+    `stages_ok` ended `ok`. Read from Temporal, where the run's own report is: no one's word."""
+
+    run_id: str = Field(min_length=1, description="Workflow id of the earlier run (e.g. the lab's).")
+    runbook: str = Field(min_length=1, description="The runbook that run must have run.")
+    stages_ok: list[str] = Field(
+        default_factory=list, description="Stages that must have ended ok in it (default: all of them)."
+    )
+    not_cluster: str | None = Field(
+        default=None, description="It must have run on another cluster than this one (the one being changed)."
+    )
+    max_age: str | None = Field(default=None, description="It must have ended within this long (e.g. '30d').")
+
+    @field_validator("max_age")
+    @classmethod
+    def _duration(cls, value: str | None) -> str | None:
+        if value is not None and not value.startswith("{{"):
+            parse_duration(value)
+        return value
+
+    @field_validator("not_cluster", mode="before")
+    @classmethod
+    def _blank(cls, value: object) -> object:
+        return None if isinstance(value, str) and not value.strip() else value
+
+
+REQUIRE_RUN = register(
+    ModuleSpec(
+        name="runs.require",
+        args_model=RequireRunArgs,
+        summary="Another run must have done this first (e.g. the lab rehearsal): checked in Temporal.",
+        supports_check_mode=True,
+        start_to_close=timedelta(minutes=1),
+    )
+)
