@@ -55,15 +55,7 @@ def write_inventory(sim: SimCluster, path: Path, canary: str = CANARY_NODE) -> P
             "gpu_count": profile.gpus,
         }
     doc = {
-        "cluster": {
-            "name": "rehearsal",
-            "kubeconfig": str(sim.kubeconfig_path.resolve()),
-            "ssh": {
-                "user": sim.config.ssh_user,
-                "key": {"secret": "sim-ssh-key"},
-                "known_hosts": str(sim.known_hosts_path.resolve()),
-            },
-        },
+        "cluster": cluster_block(sim, "rehearsal"),
         "all": {
             "children": {
                 "gpu_fleet": {"hosts": hosts},
@@ -71,10 +63,28 @@ def write_inventory(sim: SimCluster, path: Path, canary: str = CANARY_NODE) -> P
             }
         },
     }
+    return dump_inventory(doc, path, "Written by pitstop demo for the rehearsal cluster")
+
+
+def cluster_block(sim: SimCluster, name: str, ssh_key_secret: str = "sim-ssh-key") -> dict[str, Any]:
+    """The inventory's `cluster:` for a rehearsal cluster: its kubeconfig and its nodes' SSH."""
+    assert sim.kubeconfig_path is not None
+    return {
+        "name": name,
+        "kubeconfig": str(sim.kubeconfig_path.resolve()),
+        "ssh": {
+            "user": sim.config.ssh_user,
+            "key": {"secret": ssh_key_secret},
+            "known_hosts": str(sim.known_hosts_path.resolve()),
+        },
+    }
+
+
+def dump_inventory(doc: dict[str, Any], path: Path, why: str) -> Path:
     yaml = YAML(typ="safe", pure=True)
     yaml.default_flow_style = False
     with path.open("w", encoding="utf-8") as out:
-        out.write("# Written by pitstop demo for the rehearsal cluster (ports change at every start).\n")
+        out.write(f"# {why} (ports change at every start).\n")
         yaml.dump(doc, out)
     return path
 

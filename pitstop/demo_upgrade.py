@@ -13,8 +13,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from ruamel.yaml import YAML
-
+from pitstop.demo_maintenance import cluster_block, dump_inventory
 from pitstop.sim import SimCluster, SimConfig, load_scenario
 
 REPO = Path(__file__).resolve().parent.parent
@@ -90,15 +89,7 @@ def write_inventory(
     if etcd_endpoint:
         site["etcd_endpoints"] = etcd_endpoint
     doc = {
-        "cluster": {
-            "name": cluster_name,
-            "kubeconfig": str(sim.kubeconfig_path.resolve()),
-            "ssh": {
-                "user": sim.config.ssh_user,
-                "key": {"secret": ssh_key_secret},
-                "known_hosts": str(sim.known_hosts_path.resolve()),
-            },
-        },
+        "cluster": cluster_block(sim, cluster_name, ssh_key_secret),
         "all": {
             "vars": {"cluster_name": cluster_name},
             "children": {
@@ -109,12 +100,7 @@ def write_inventory(
             },
         },
     }
-    yaml = YAML(typ="safe", pure=True)
-    yaml.default_flow_style = False
-    with path.open("w", encoding="utf-8") as out:
-        out.write("# Written for the platform-upgrade rehearsal (ports change at every start).\n")
-        yaml.dump(doc, out)
-    return path
+    return dump_inventory(doc, path, "Written for the platform-upgrade rehearsal")
 
 
 def worker_environment(sim: SimCluster, workdir: Path) -> dict[str, str]:

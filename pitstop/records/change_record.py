@@ -258,30 +258,32 @@ def _findings(result: dict[str, Any], check: str) -> tuple[SectionState, list[Fi
     return "recorded", out
 
 
+def _rule_findings(items: Any, severity: str) -> list[Finding]:
+    """compat.check's violations or warnings, as findings of the record."""
+    return [
+        Finding(
+            check=str(v.get("rule", "")),
+            subject=str(v.get("component", "")),
+            message=str(v.get("message", "")),
+            source=str(v.get("source", "")),
+            severity=severity,
+        )
+        for v in items or []
+        if isinstance(v, dict)
+    ]
+
+
+def _rule_line(finding: Finding, kind: str = "") -> str:
+    cited = "" if finding.source in finding.message else f" — {finding.source}"
+    return f"- {kind}`{finding.check}` ({finding.subject}): {_item(finding.message)}{cited}"
+
+
 def _compatibility(inputs: RecordInputs) -> CompatibilitySources:
     data = _data(inputs.compat)
     dep_state, deprecations = _findings(inputs.deprecations, "deprecations")
     crd_state, crd = _findings(inputs.crd_webhooks, "crd_webhook")
-    violations = [
-        Finding(
-            check=str(v.get("rule", "")),
-            subject=str(v.get("component", "")),
-            message=str(v.get("message", "")),
-            source=str(v.get("source", "")),
-            severity="block",
-        )
-        for v in data.get("violations") or []
-    ]
-    in_between = [
-        Finding(
-            check=str(v.get("rule", "")),
-            subject=str(v.get("component", "")),
-            message=str(v.get("message", "")),
-            source=str(v.get("source", "")),
-            severity="warn",
-        )
-        for v in data.get("warnings") or []
-    ]
+    violations = _rule_findings(data.get("violations"), "block")
+    in_between = _rule_findings(data.get("warnings"), "warn")
     return CompatibilitySources(
         state="recorded" if data else NOT_REACHED,
         supported=data.get("supported") if data else None,
@@ -622,14 +624,10 @@ def render_markdown(record: ChangeRecord) -> str:
                 f"| {_cell(s.get('retrieved'))} |"
                 for s in c.sources
             ]
-        for v in c.violations:
-            cited = "" if v.source in v.message else f" — {v.source}"
-            lines.append(f"- violation `{v.check}` ({v.subject}): {_item(v.message)}{cited}")
+        lines += [_rule_line(v, "violation ") for v in c.violations]
         if c.in_between:
             lines += ["", "Unsupported on the way (accepted for the length of the upgrade):"]
-        for v in c.in_between:
-            cited = "" if v.source in v.message else f" — {v.source}"
-            lines.append(f"- `{v.check}` ({v.subject}): {_item(v.message)}{cited}")
+            lines += [_rule_line(v) for v in c.in_between]
     lines.append("")
     if c.deprecations_state != "recorded":
         lines.append(f"- Deprecated APIs: {NOT_REACHED}")

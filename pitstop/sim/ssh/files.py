@@ -7,7 +7,8 @@ inventory.yaml         the nodes as an inventory: a `cluster:` block (kubeconfig
                        key, known_hosts) and hosts with ansible_host/ansible_port,
                        failure_domain and node_name, in group `gpu` and one group per domain;
                        control-plane nodes (scenarios with a `platform:`) in group
-                       `control_plane`, outside `gpu`
+                       `control_plane`, outside `gpu`; `gpu_fleet` (the GPU nodes) and
+                       `gpu_canary` (the first of them), the groups the shipped runbooks use
 """
 
 from __future__ import annotations
@@ -96,6 +97,11 @@ def inventory(
         cluster["kubeconfig"] = str(kubeconfig.resolve())
     cluster["ssh"] = {"user": user, "key": {"secret": KEY_SECRET}, "known_hosts": str(known_hosts.resolve())}
     children: dict[str, Any] = {ALL_NODES_GROUP: {"children": domains}}
+    gpu_hosts = sorted(h.name for h in hosts if h.role != "control-plane")
+    if gpu_hosts:
+        # The groups the shipped runbooks use: the fleet, and its first node as the canary.
+        children["gpu_fleet"] = {"hosts": {name: None for name in gpu_hosts}}
+        children["gpu_canary"] = {"hosts": {gpu_hosts[0]: None}}
     if control_plane:
         children[CONTROL_PLANE_GROUP] = {"hosts": control_plane}
     return {"cluster": cluster, "all": {"children": children}}

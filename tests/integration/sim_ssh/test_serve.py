@@ -66,6 +66,9 @@ def test_serve_writes_an_inventory_of_ssh_endpoints_that_the_modules_use(
         assert (cluster.ssh.user, cluster.ssh.known_hosts) == ("ops", str(tmp_path / "known_hosts"))
         assert inventory.resolve("gpu") == ["gpu-node-001", "gpu-node-002", "gpu-node-003"]
         assert inventory.resolve("zone_b") == ["gpu-node-002"]
+        # The groups the shipped runbooks use, so that they run against `pitstop sim serve` as is.
+        assert inventory.resolve("gpu_fleet") == inventory.resolve("gpu")
+        assert inventory.resolve("gpu_canary") == ["gpu-node-001"]
         node = inventory.hostvars("gpu-node-002")
         assert (node["ansible_host"], node["failure_domain"], node["node_name"]) == (
             "127.0.0.1",
