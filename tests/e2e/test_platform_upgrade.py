@@ -110,14 +110,21 @@ def _start(
         sim.stop()
 
 
+def _served(
+    scenario: Path, tmp_path: Path, s3_endpoint: str, etcd_endpoint: str, monkeypatch: pytest.MonkeyPatch
+) -> Iterator[Upgrade]:
+    """The cluster being upgraded, with the in-process worker's environment pointing at it."""
+    for up in _start(tmp_path, scenario, s3_endpoint, etcd_endpoint):
+        for key, value in du.worker_environment(up.sim, tmp_path / "rehearsal").items():
+            monkeypatch.setenv(key, value)
+        yield up
+
+
 @pytest.fixture
 def upgrade(
     tmp_path: Path, s3_endpoint: str, etcd_endpoint: str, monkeypatch: pytest.MonkeyPatch
 ) -> Iterator[Upgrade]:
-    for up in _start(tmp_path, du.SCENARIO, s3_endpoint, etcd_endpoint):
-        for key, value in du.worker_environment(up.sim, tmp_path / "rehearsal").items():
-            monkeypatch.setenv(key, value)
-        yield up
+    yield from _served(du.SCENARIO, tmp_path, s3_endpoint, etcd_endpoint, monkeypatch)
 
 
 @pytest.fixture
@@ -142,10 +149,7 @@ def lab(tmp_path: Path, s3_endpoint: str, etcd_endpoint: str, upgrade: Upgrade) 
 def regressed(
     tmp_path: Path, s3_endpoint: str, etcd_endpoint: str, monkeypatch: pytest.MonkeyPatch
 ) -> Iterator[Upgrade]:
-    for up in _start(tmp_path, du.REGRESSION_SCENARIO, s3_endpoint, etcd_endpoint):
-        for key, value in du.worker_environment(up.sim, tmp_path / "rehearsal").items():
-            monkeypatch.setenv(key, value)
-        yield up
+    yield from _served(du.REGRESSION_SCENARIO, tmp_path, s3_endpoint, etcd_endpoint, monkeypatch)
 
 
 @pytest.fixture
