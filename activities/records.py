@@ -331,23 +331,10 @@ def _unchanged(client: Any, bucket: str, key: str, body: bytes) -> bool:
 @activity.defn(name="module.records.change_record")
 def records_change_record(call: ModuleCall) -> ModuleResult:
     args = parse_args(ChangeRecordArgs, call)
-    inputs = RecordInputs(
-        cluster=args.cluster,
-        goal=args.goal,
-        risk=args.risk,
-        inventory=args.inventory,
-        inventory_after=args.inventory_after,
-        compat=args.compat,
-        deprecations=args.deprecations,
-        crd_webhooks=args.crd_webhooks,
-        canary=args.canary.model_dump(),
-        acceptance=args.acceptance,
-        observation=args.observation.model_dump(),
-        rollback_triggers=args.rollback_triggers,
-        run={"id": call.run_id, **args.run},
-        follow_ups=args.follow_ups,
-        failure=args.failure,
-    )
+    # The record's inputs are the arguments by the same names (less the S3 settings), with the
+    # run's id made sure of.
+    fields = args.model_dump(include=set(RecordInputs.model_fields))
+    inputs = RecordInputs.model_validate({**fields, "run": {"id": call.run_id, **args.run}})
     record = build_change_record(inputs)
     json_key, md_key = change_record_keys(args, record.run_id)
     document = record.model_dump(mode="json")

@@ -338,34 +338,29 @@ def test_crd_webhook_check_blocks_on_lost_storage_versions_and_down_webhooks_and
         ("crd_cascade", "CustomResourceDefinition nvidiadrivers.nvidia.com", "warn"),
     }
     messages = {(f["check"], f["object"]): f["message"] for f in result.data["findings"]}
-    assert (
-        "objects stored as v1alpha1 become unreadable: migrate storage first"
-        in messages[("storage_version", "CustomResourceDefinition widgets.example.com")]
-    )
-    assert (
-        "service webhooks/gone does not exist"
-        in messages[("conversion_webhook", "CustomResourceDefinition gadgets.example.com")]
-    )
-    assert (
-        "service webhooks/down selects 0 pods (app=nothing-selects-this), none of them Ready"
-        in messages[("admission_webhook", "ValidatingWebhookConfiguration strict")]
-    )
-    assert (
-        "cannot connect to 127.0.0.1:1"
-        in messages[("admission_webhook", "ValidatingWebhookConfiguration lenient")]
-    )
-    assert (
-        "crds/clusterpolicies.yaml document 0 must be applied (kube.apply) before `helm upgrade`"
-        in messages[("helm_crds", "CustomResourceDefinition clusterpolicies.nvidia.com")]
-    )
-    assert (
-        "apply the new chart's CRDs before `helm upgrade`"
-        in messages[("helm_crds", "CustomResourceDefinition nvidiadrivers.nvidia.com")]
-    )
-    assert (
-        "has 1 custom resources and is not in the new CRD manifests"
-        in messages[("crd_cascade", "CustomResourceDefinition nvidiadrivers.nvidia.com")]
-    )
+    said = {
+        ("storage_version", "CustomResourceDefinition widgets.example.com"): (
+            "objects stored as v1alpha1 become unreadable: migrate storage first"
+        ),
+        ("conversion_webhook", "CustomResourceDefinition gadgets.example.com"): (
+            "service webhooks/gone does not exist"
+        ),
+        ("admission_webhook", "ValidatingWebhookConfiguration strict"): (
+            "service webhooks/down selects 0 pods (app=nothing-selects-this), none of them Ready"
+        ),
+        ("admission_webhook", "ValidatingWebhookConfiguration lenient"): "cannot connect to 127.0.0.1:1",
+        ("helm_crds", "CustomResourceDefinition clusterpolicies.nvidia.com"): (
+            "crds/clusterpolicies.yaml document 0 must be applied (kube.apply) before `helm upgrade`"
+        ),
+        ("helm_crds", "CustomResourceDefinition nvidiadrivers.nvidia.com"): (
+            "apply the new chart's CRDs before `helm upgrade`"
+        ),
+        ("crd_cascade", "CustomResourceDefinition nvidiadrivers.nvidia.com"): (
+            "has 1 custom resources and is not in the new CRD manifests"
+        ),
+    }
+    for where, text in said.items():
+        assert text in messages[where], (where, messages[where])
     assert result.msg.startswith("3 blocking, 4 warnings: CRD gadgets.example.com: conversion webhook")
     assert result.data["checked"]["helm_releases"] == ["gpu-operator/gpu-operator"]
 
