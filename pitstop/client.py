@@ -1,19 +1,25 @@
 """Temporal client factory: the one place that knows how pitstop talks to Temporal.
 
-Every client (CLI, worker, tests, replayer) goes through `connect`, so the data converter
-and the tracing interceptor are the same on both sides of every call.
+Every client (CLI, worker, Slack bridge, schedules, demo, tests, replayer) goes through
+`connect` or `data_converter`, so the data converter (pydantic, plus AES-GCM payload
+encryption when keys are configured) and the tracing interceptor are the same on both sides
+of every call.
 """
 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 from pathlib import Path
 
 from temporalio.client import Client, Interceptor
 from temporalio.contrib.opentelemetry import TracingInterceptor
 from temporalio.contrib.pydantic import pydantic_data_converter
+from temporalio.converter import DataConverter, DefaultFailureConverterWithEncodedAttributes
 from temporalio.service import TLSConfig
 
+from pitstop.codec import AesGcmCodec
+from pitstop.codec_keys import CodecKeyError, Keyring, keyring_for
 from pitstop.settings import Settings
 
 # How long to wait for the first RPC before calling the server unreachable. Connection
@@ -32,6 +38,32 @@ def tracing_interceptor() -> TracingInterceptor:
     context (a run started from the UI), so every run shows up in the trace backend.
     """
     return TracingInterceptor(always_create_workflow_spans=True)
+
+
+def converter_for(keyring: Keyring | None) -> DataConverter:
+    """The pydantic data converter, encrypting with `keyring` when there is one.
+
+    With encryption on, failure messages and stack traces move into an encrypted payload
+    too (Temporal stores them in plain text otherwise), since module errors quote output.
+    """
+    if keyring is None:
+        return pydantic_data_converter
+    return dataclasses.replace(
+        pydantic_data_converter,
+        payload_codec=AesGcmCodec(keyring),
+        failure_converter_class=DefaultFailureConverterWithEncodedAttributes,
+    )
+
+
+def data_converter(settings: Settings | None = None) -> DataConverter:
+    """The converter of every pitstop client, worker and replayer (default: from the environment)."""
+    return converter_for(keyring_for(settings or Settings.from_env()))
+
+
+def encryption_summary(converter: DataConverter) -> str:
+    """`on, active key id …` or `off`, for logs and status lines (never a key)."""
+    codec = converter.payload_codec
+    return f"on, {codec.keyring.describe()}" if isinstance(codec, AesGcmCodec) else "off"
 
 
 def _read(path: Path | None) -> bytes | None:
@@ -79,13 +111,17 @@ async def connect(settings: Settings | None = None, *, tracing: bool = True) -> 
     except OSError as exc:
         raise PitstopConnectionError(f"cannot read a TLS file for Temporal: {exc}") from exc
     try:
+        converter = data_converter(settings)
+    except CodecKeyError as exc:
+        raise PitstopConnectionError(f"payload encryption keys: {exc}") from None
+    try:
         return await asyncio.wait_for(
             Client.connect(
                 settings.temporal_address,
                 namespace=settings.temporal_namespace,
                 api_key=api_key,
                 tls=tls,
-                data_converter=pydantic_data_converter,
+                data_converter=converter,
                 interceptors=interceptors,
             ),
             timeout=CONNECT_TIMEOUT_SECONDS,

@@ -43,6 +43,10 @@ class Settings(BaseModel):
     task_queue: str = "pitstop"
     home: Path = Field(default=Path(".pitstop"))
     ui_url: str = "http://127.0.0.1:8233"
+    # Payload encryption keys (see pitstop/codec_keys.py): the keyring itself, or a file
+    # holding it; neither means `<home>/codec.keys` if present, else no encryption.
+    codec_key: SecretStr | None = None
+    codec_key_file: Path | None = None
 
     @property
     def tls_enabled(self) -> bool:
@@ -74,6 +78,8 @@ class Settings(BaseModel):
             "PITSTOP_TASK_QUEUE": "task_queue",
             "PITSTOP_HOME": "home",
             "PITSTOP_UI_URL": "ui_url",
+            "PITSTOP_CODEC_KEY": "codec_key",
+            "PITSTOP_CODEC_KEY_FILE": "codec_key_file",
         }
         for env_name, field in plain.items():
             value = get(env_name)
