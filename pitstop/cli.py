@@ -37,13 +37,19 @@ def demo(
     interactive: bool = typer.Option(
         False, "--interactive", help="Leave gates to a person (UI, CLI, Slack)."
     ),
+    codec: bool = typer.Option(
+        False,
+        "--codec",
+        help="Encrypt payloads (as `pitstop dev up --codec`): history holds ciphertext, the UI "
+        "decodes through the stack's codec server.",
+    ),
 ) -> None:
     """Run the main job end to end on the embedded stack (what `make demo` runs)."""
     import asyncio
 
     from pitstop.demo import run_demo
 
-    raise typer.Exit(asyncio.run(run_demo(interactive=interactive)))
+    raise typer.Exit(asyncio.run(run_demo(interactive=interactive, codec=codec)))
 
 
 def _register_subcommands() -> None:
@@ -54,9 +60,10 @@ def _register_subcommands() -> None:
     cli_runbook.register(app)
     cli_modules.register(app)
     cli_run.register(app)
-    from pitstop import cli_dev, cli_schedules, cli_sim, cli_slack
+    from pitstop import cli_codec, cli_dev, cli_schedules, cli_sim, cli_slack
 
     app.add_typer(cli_dev.dev_app, name="dev")
+    app.add_typer(cli_codec.codec_app, name="codec")
     app.add_typer(cli_sim.sim_app, name="sim")
     app.add_typer(cli_slack.slack_app, name="slack")
     app.add_typer(cli_schedules.schedules_app, name="schedules")

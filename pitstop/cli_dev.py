@@ -11,7 +11,8 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from pitstop.devstack import ALL_PARTS, DevStack, DevStackError, PartName, PartStatus, StackConfig
+from pitstop.codec_keys import CodecKeyError
+from pitstop.devstack import ALL_PARTS, EVERY_PART, DevStack, DevStackError, PartName, PartStatus, StackConfig
 
 dev_app = typer.Typer(
     help="The embedded stack (Temporal dev server, S3, etcd) on loopback, for demos and tests.",
@@ -46,6 +47,8 @@ def _config(
     etcd_port: int | None = None,
     etcd_peer_port: int | None = None,
     parts: tuple[PartName, ...] | None = None,
+    codec_port: int | None = None,
+    codec: bool | None = None,
 ) -> StackConfig:
     """Saved config of the home (ports `up` used last), then environment, then options."""
     home = home or Path(os.environ.get("PITSTOP_HOME") or StackConfig().home)
@@ -58,6 +61,8 @@ def _config(
         etcd_client_port=etcd_port,
         etcd_peer_port=etcd_peer_port,
         parts=parts,
+        codec_port=codec_port,
+        codec=codec,
     )
 
 
@@ -66,7 +71,7 @@ def _parse_parts(raw: str | None) -> tuple[PartName, ...] | None:
         return None
     chosen: list[PartName] = []
     for name in (p.strip() for p in raw.split(",") if p.strip()):
-        match = [p for p in ALL_PARTS if p == name]
+        match = [p for p in ALL_PARTS if p == name]  # "codec" follows --codec, not --parts
         if not match:
             raise typer.BadParameter(f"unknown part {name!r} (choose from {', '.join(ALL_PARTS)})")
         chosen.append(match[0])
@@ -93,6 +98,27 @@ def _status_table(stack: DevStack, statuses: list[PartStatus], title: str) -> Ta
     return table
 
 
+def encryption_line(stack: DevStack) -> str:
+    """Whether processes of this home (with this shell's environment) encrypt payloads, and
+    whether the UI can show them."""
+    try:
+        keyring = stack.codec_keyring()
+    except CodecKeyError as exc:
+        return f"payload encryption: [red]keys unusable[/]: {exc}"
+    if keyring is None:
+        return "payload encryption: off (`pitstop dev up --codec` turns it on)"
+    line = f"payload encryption: [green]on[/], {keyring.describe()}"
+    endpoint = stack.ui_codec_endpoint()
+    if endpoint is not None:
+        return f"{line}; the Temporal UI decodes through {endpoint}"
+    if stack.running_pid("temporal") is not None:
+        return (
+            f"{line}; [yellow]the Temporal UI was started without the codec server[/] "
+            "(`pitstop dev down` then `pitstop dev up --codec` points it there)"
+        )
+    return line
+
+
 @dev_app.command()
 def up(
     home: HomeOpt = None,
@@ -104,20 +130,43 @@ def up(
     parts: Annotated[
         str | None, typer.Option(help="Comma-separated parts to start (default: temporal,s3,etcd).")
     ] = None,
+    codec: Annotated[
+        bool,
+        typer.Option(
+            "--codec",
+            help="Encrypt payloads: write a key to <home>/codec.keys (once), which every pitstop "
+            "process of this home then uses, run the codec server and point the UI at it.",
+        ),
+    ] = False,
+    codec_port: Annotated[
+        int | None, typer.Option(help="Codec server port (default: $PITSTOP_CODEC_PORT or 8081).")
+    ] = None,
     timeout: Annotated[float, typer.Option(help="Seconds to wait for every part to be healthy.")] = 30.0,
 ) -> None:
     """Start the stack (a no-op for parts already running) and print where each part listens."""
-    wanted = _config(home, temporal_port, ui_port, s3_port, etcd_port, etcd_peer_port, _parse_parts(parts))
+    wanted = _config(
+        home,
+        temporal_port,
+        ui_port,
+        s3_port,
+        etcd_port,
+        etcd_peer_port,
+        _parse_parts(parts),
+        codec_port=codec_port,
+        codec=True if codec else None,
+    )
     stack = DevStack(wanted)
     saved = StackConfig.saved(wanted.home)
-    if saved is not None and any(stack.running_pid(p) is not None for p in ALL_PARTS):
+    if saved is not None and any(stack.running_pid(p) is not None for p in EVERY_PART):
         # Already (partly) running: its ports are fixed until `down`; report those.
         if saved.model_copy(update={"parts": wanted.parts}) != wanted:
             err_console.print(
                 "[yellow]the stack is already running; keeping its ports (run `pitstop dev down` "
                 "to change them)[/]"
             )
-        stack = DevStack(saved.model_copy(update={"parts": wanted.parts}))
+        stack = DevStack(
+            saved.model_copy(update={"parts": wanted.parts, "codec": wanted.codec or saved.codec})
+        )
     started = time.monotonic()
     try:
         statuses = stack.up(timeout=timeout)
@@ -128,6 +177,7 @@ def up(
     console.print(_status_table(stack, statuses, f"pitstop dev stack ({elapsed:.1f}s)"))
     console.print(f"Temporal UI: [link={stack.ui_url}]{stack.ui_url}[/link]", highlight=False)
     console.print(f"TEMPORAL_ADDRESS={stack.temporal_address}", highlight=False)
+    console.print(encryption_line(stack), highlight=False)
     console.print(f"logs: {stack.log_dir}", highlight=False)
     if not all(s.healthy for s in statuses):
         raise typer.Exit(code=1)
@@ -157,6 +207,7 @@ def status(home: HomeOpt = None) -> None:
     stack = DevStack(_config(home))
     statuses = stack.status()
     console.print(_status_table(stack, statuses, f"pitstop dev stack in {stack.home}"))
+    console.print(encryption_line(stack), highlight=False)
     if not all(s.running and s.healthy for s in statuses):
         raise typer.Exit(code=1)
 

