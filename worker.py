@@ -23,7 +23,7 @@ from temporalio.client import Client
 from temporalio.contrib.opentelemetry import TracingInterceptor
 from temporalio.worker import Interceptor, Worker
 
-from pitstop.client import PitstopConnectionError, connect, tracing_interceptor
+from pitstop.client import PitstopConnectionError, connect, encryption_summary, tracing_interceptor
 from pitstop.sandbox import workflow_runner
 from pitstop.settings import Settings
 from pitstop.telemetry import setup_tracing, shutdown_tracing
@@ -138,6 +138,7 @@ async def run_worker(
         settings.temporal_address,
         settings.temporal_namespace,
     )
+    log.info("payload encryption: %s", encryption_summary(client.data_converter))
     async with worker:
         await stop.wait()
         log.info("stopping: in-flight activities have %gs to finish", grace_seconds)

@@ -49,10 +49,12 @@ def _fail(message: str, code: int = 1) -> None:
 
 def _run(coro: Callable[[], Coroutine[Any, Any, T]]) -> T:
     from pitstop.client import PitstopConnectionError
+    from pitstop.codec import PayloadCodecError
 
     try:
         return asyncio.run(coro())
-    except PitstopConnectionError as exc:
+    # A payload this process cannot decrypt (a key id it lacks, altered data): say which.
+    except (PitstopConnectionError, PayloadCodecError) as exc:
         _fail(str(exc))
         raise  # unreachable; keeps mypy honest
 

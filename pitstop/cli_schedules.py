@@ -47,6 +47,7 @@ def _run(work: Callable[[Client, Settings], Coroutine[Any, Any, T]]) -> T:
     from temporalio.service import RPCError
 
     from pitstop.client import PitstopConnectionError, connect
+    from pitstop.codec import PayloadCodecError
     from pitstop.schedules import ScheduleNotFound
 
     settings = Settings.from_env()
@@ -57,7 +58,7 @@ def _run(work: Callable[[Client, Settings], Coroutine[Any, Any, T]]) -> T:
 
     try:
         return asyncio.run(main())
-    except (PitstopConnectionError, ScheduleNotFound) as exc:
+    except (PitstopConnectionError, ScheduleNotFound, PayloadCodecError) as exc:
         _fail(str(exc))
     except RPCError as exc:
         _fail(f"Temporal refused the request: {exc.message}")

@@ -62,10 +62,14 @@ async def run_demo(
     home: Path = Path(".pitstop"),
     console: Console | None = None,
     approver: str = "alice",
+    codec: bool = False,
 ) -> int:
-    """The maintenance runbook on the rehearsal cluster; 0 when the run behaved as it says."""
+    """The maintenance runbook on the rehearsal cluster; 0 when the run behaved as it says.
+
+    Payloads are encrypted when `codec` asks for it or the home already has its key file
+    (`pitstop dev up --codec`); otherwise not, so the demo's history reads as plain JSON."""
     from pitstop import demo_maintenance as dm
-    from pitstop.client import connect
+    from pitstop.client import connect, encryption_summary
     from pitstop.runbook import load_runbook
     from worker import build_worker
 
@@ -75,6 +79,8 @@ async def run_demo(
     console = console or Console(width=None if Console().is_terminal else 160)
     started = time.monotonic()
     config = StackConfig.saved(home) or StackConfig.from_env(base=StackConfig(home=home))
+    if codec:
+        config = config.model_copy(update={"codec": True})
     stack = DevStack(config)
     with console.status("starting the embedded stack (Temporal, S3, etcd)…"):
         stack.up()
@@ -92,6 +98,7 @@ async def run_demo(
         per_domain_limit = max((limit for limit in limits if limit is not None), default=1)
         settings = Settings(temporal_address=stack.temporal_address, home=home, ui_url=stack.ui_url)
         client: Client = await connect(settings)
+        console.print(f"payload encryption: {encryption_summary(client.data_converter)}")
         task_queue = f"pitstop-demo-{uuid.uuid4().hex[:6]}"
         files, runbook_name, inventory_name = collect(dm.RUNBOOK, inventory)
         request = RunRequest(

@@ -197,8 +197,11 @@ def desired_schedule(entry: ScheduleEntry, task_queue: str, state: ScheduleState
     )
 
 
-def action_memo(client: Client, description: ScheduleDescription) -> dict[str, Any]:
-    """pitstop's memo on a schedule's action ({} for schedules pitstop did not make)."""
+async def action_memo(client: Client, description: ScheduleDescription) -> dict[str, Any]:
+    """pitstop's memo on a schedule's action ({} for schedules pitstop did not make).
+
+    A described schedule carries its memo as stored, so it goes through the whole data
+    converter (the payload codec decrypts it when payloads are encrypted)."""
     action = description.schedule.action
     if not isinstance(action, ScheduleActionStartWorkflow) or not action.memo:
         return {}
@@ -206,7 +209,7 @@ def action_memo(client: Client, description: ScheduleDescription) -> dict[str, A
     if raw is None:
         return {}
     if isinstance(raw, Payload):
-        value = client.data_converter.payload_converter.from_payload(raw, dict)
+        [value] = await client.data_converter.decode([raw], [dict])
         return dict(value) if isinstance(value, dict) else {}
     return dict(raw) if isinstance(raw, dict) else {}
 
@@ -252,7 +255,7 @@ async def apply_one(client: Client, entry: ScheduleEntry, task_queue: str) -> Ap
         return ApplyOutcome(entry.id, "created", "paused: " + (entry.note or "") if entry.paused else "")
     state = current.schedule.state
     wants_pause = entry.paused and not state.paused
-    if action_memo(client, current).get("spec_hash") == spec_hash(entry, task_queue):
+    if (await action_memo(client, current)).get("spec_hash") == spec_hash(entry, task_queue):
         if wants_pause:
             await client.get_schedule_handle(entry.id).pause(note=entry.note or "paused by schedules file")
             return ApplyOutcome(entry.id, "paused", entry.note or "")
@@ -294,8 +297,8 @@ def describe_when(schedule: Schedule) -> str:
     return ", ".join(parts) or "never"
 
 
-def row_of(client: Client, schedule_id: str, description: ScheduleDescription) -> ScheduleRow | None:
-    memo = action_memo(client, description)
+async def row_of(client: Client, schedule_id: str, description: ScheduleDescription) -> ScheduleRow | None:
+    memo = await action_memo(client, description)
     if not memo:
         return None
     info = description.info
@@ -319,7 +322,7 @@ async def list_rows(client: Client) -> list[ScheduleRow]:
     rows = []
     async for listed in await client.list_schedules():
         description = await _describe(client, listed.id)
-        if description is not None and (row := row_of(client, listed.id, description)) is not None:
+        if description is not None and (row := await row_of(client, listed.id, description)) is not None:
             rows.append(row)
     return sorted(rows, key=lambda r: r.id)
 

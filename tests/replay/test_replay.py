@@ -10,7 +10,8 @@ new workflow type), or, when no run recorded with the old code can still be runn
 See `tests/histories/README.md`.
 
 The replayer is configured like the worker (`worker.build_worker`): the same workflows,
-the pydantic data converter, pitstop's sandbox runner and the tracing interceptor.
+the data converter of `pitstop.client` (pydantic, plus payload decryption when keys are
+configured), pitstop's sandbox runner and the tracing interceptor.
 """
 
 from __future__ import annotations
@@ -22,10 +23,9 @@ from pathlib import Path
 import pytest
 from temporalio import workflow
 from temporalio.client import WorkflowHistory
-from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.worker import Replayer
 
-from pitstop.client import tracing_interceptor
+from pitstop.client import data_converter, tracing_interceptor
 from pitstop.contracts import RunReport, RunRequest
 from pitstop.sandbox import workflow_runner
 from tests.replay.record import HISTORIES_DIR, MANIFEST, SCENARIOS, RecordedHistory
@@ -47,7 +47,7 @@ def load(entry: RecordedHistory) -> WorkflowHistory:
 def replayer(workflows: list[type]) -> Replayer:
     return Replayer(
         workflows=workflows,
-        data_converter=pydantic_data_converter,
+        data_converter=data_converter(),
         workflow_runner=workflow_runner(),
         interceptors=[tracing_interceptor()],
     )

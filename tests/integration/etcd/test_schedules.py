@@ -110,10 +110,12 @@ async def test_apply_is_an_idempotent_upsert_that_keeps_pause_notes_and_trigger_
     assert isinstance(action, ScheduleActionStartWorkflow)
     assert action.workflow == "RunbookWorkflow" and action.task_queue == engine_worker
     assert isinstance(action.args[0], Payload)
-    request = temporal_client.data_converter.payload_converter.from_payload(action.args[0], RunRequest)
+    [request] = await temporal_client.data_converter.decode([action.args[0]], [RunRequest])
     assert request.runbook == "etcd-backup.yaml" and request.inventory == "inventories/site.yaml"
     assert request.requested_by == f"schedule:{backup_id}"
-    assert action_memo(temporal_client, backup)["spec_hash"] == spec_hash(desired.schedules[0], engine_worker)
+    assert (await action_memo(temporal_client, backup))["spec_hash"] == spec_hash(
+        desired.schedules[0], engine_worker
+    )
     drill = await temporal_client.get_schedule_handle(drill_id).describe()
     assert drill.schedule.state.paused and drill.schedule.state.note == "waiting for the first backup"
 

@@ -4,7 +4,6 @@ and continues as new replays from its histories, and keeps one thread across exe
 from __future__ import annotations
 
 from temporalio.client import Client
-from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.worker import Replayer
 
 from pitstop.client import tracing_interceptor
@@ -59,7 +58,7 @@ async def test_a_run_that_continues_as_new_keeps_its_thread_and_replays(
 
     replayer = Replayer(
         workflows=WORKFLOWS,
-        data_converter=pydantic_data_converter,
+        data_converter=temporal_client.data_converter,
         workflow_runner=workflow_runner(),
         interceptors=[tracing_interceptor()],
     )
