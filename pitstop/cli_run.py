@@ -244,24 +244,25 @@ def status(
     watch: Annotated[bool, typer.Option("--watch", "-w", help="Refresh until the run ends.")] = False,
     as_json: Annotated[bool, typer.Option("--json", help="Print the status as JSON.")] = False,
 ) -> None:
-    """Show a run's stages, hosts and gates."""
+    """Show a run's stages, hosts and gates (a finished run: its report, with every task)."""
     settings = Settings.from_env()
 
     async def go() -> None:
         client = await _client(settings)
         handle = client.get_workflow_handle(run_id, result_type=RunReport)
-        try:
-            current = await handle.query("status", result_type=RunStatus)
-        except RPCError as exc:
-            # A finished run needs no worker to be read: show its report from history.
-            report = await _finished_report(handle)
-            if report is None:
-                _fail(f"cannot read status of {run_id!r}: {exc.message}")
-                return
+        # A finished run's status is its report, read from history: it needs no worker, and
+        # it is what the run recorded (not re-encoded by whichever worker answers a query).
+        report = await _finished_report(handle)
+        if report is not None:
             if as_json:
                 console.print_json(report.model_dump_json())
             else:
                 console.print(report_view(report))
+            return
+        try:
+            current = await handle.query("status", result_type=RunStatus)
+        except RPCError as exc:
+            _fail(f"cannot read status of {run_id!r}: {exc.message}")
             return
         if as_json:
             console.print_json(current.model_dump_json())

@@ -1,0 +1,610 @@
+"""Payload encryption on the embedded stack, end to end, with real processes.
+
+`pitstop dev up --codec` (a real dev server and codec server), a real worker (`python
+worker.py`) reaching a simulated node over SSH, the real `pitstop` CLI, and Temporal's own
+CLI. A runbook puts markers into vars (`-e`), a command's stdout (`ssh.command: echo`),
+facts (`set_fact`) and a `debug` message. Proven here:
+
+- what Temporal stores holds none of them (`temporal workflow show --output json` and the
+  raw history, for the run and every host workflow), while every marker is in it encrypted;
+- `pitstop status` with the keys shows them; so does the codec server when asked as the UI
+  asks (its origin, real HTTP), and Temporal's CLI through `--codec-endpoint`; another
+  origin gets 403 and no CORS allowance; the dev UI is configured with the codec endpoint;
+- the replayer reads the encrypted history with pitstop's converter (and not without it);
+- rotation: a run started under key A finishes on a worker restarted with B (active) + A;
+  a process with only B gets the clear unknown-key error for what A wrote, and decodes
+  nothing;
+- schedules keep working with encrypted arguments and memo.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import uuid
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from google.protobuf import json_format
+from temporalio.api.common.v1 import Payload, Payloads
+from temporalio.client import Client, WorkflowHistory
+from temporalio.contrib.pydantic import pydantic_data_converter
+from temporalio.service import RPCError, RPCStatusCode
+from temporalio.worker import Replayer
+
+from pitstop.client import data_converter, tracing_interceptor
+from pitstop.codec import AesGcmCodec
+from pitstop.codec_keys import generate_key, parse_keyring
+from pitstop.devstack import DevStack, StackConfig, free_ports_config
+from pitstop.sandbox import workflow_runner
+from pitstop.schedules import apply_schedules, load_schedules
+from pitstop.secrets import DIR_ENV
+from pitstop.settings import Settings
+from pitstop.sim import SimCluster, SimConfig, parse_scenario
+from workflows import WORKFLOWS
+
+REPO = Path(__file__).resolve().parents[2]
+BIN = Path(sys.executable).parent
+PITSTOP = BIN / "pitstop"
+TEMPORAL = BIN / "temporal"
+NODE = "gpu-node-001"
+ENCRYPTED_B64 = base64.b64encode(b"binary/encrypted").decode()
+
+SCENARIO = """
+cluster:
+  nodes: 1
+  domains: 1
+  gpus_per_node: 1
+"""
+
+RUNBOOK = """
+name: codec-markers
+hosts: {node}
+tasks:
+  - name: print a token
+    ssh.command: {{cmd: "echo out-{marker}"}}
+    register: printed
+  - name: keep it
+    set_fact:
+      kept: "{{{{ printed.stdout | trim | replace('out-', 'fact-') }}}}"
+  - name: show it
+    debug: {{msg: "debug-{marker} {{{{ token }}}}"}}
+"""
+
+ROTATION = """
+name: codec-rotation
+approvers:
+  sre: [bob]
+stages:
+  - name: only
+    hosts: lab
+    {gate}
+    tasks:
+      - set_fact: {{kept: "fact-{marker}"}}
+      - debug: {{msg: "debug-{marker} {{{{ token }}}}"}}
+"""
+GATE = "gate: {before: true, approvers: sre}"
+
+LAB_INVENTORY = "all:\n  children:\n    lab:\n      hosts:\n        h00: {}\n"
+
+
+# -- processes -----------------------------------------------------------------------------------
+
+
+def clean_env(**extra: str) -> dict[str, str]:
+    """This process's environment without any codec or home setting, plus `extra`."""
+    drop = {"PITSTOP_CODEC_KEY", "PITSTOP_CODEC_KEY_FILE", "PITSTOP_HOME", "TEMPORAL_ADDRESS"}
+    env = {k: v for k, v in os.environ.items() if k not in drop}
+    env.update({"COLUMNS": "400", **extra})
+    return env
+
+
+def run_cli(argv: list[str], env: dict[str, str], cwd: Path = REPO) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(argv, capture_output=True, text=True, env=env, cwd=cwd, timeout=180)
+
+
+async def acli(argv: list[str], env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    return await asyncio.to_thread(run_cli, argv, env)
+
+
+class WorkerProcess:
+    """`python worker.py` as an operator runs it, stopped with SIGTERM."""
+
+    def __init__(self, env: dict[str, str], log: Path) -> None:
+        self.env, self.log = env, log
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    def spawn(self) -> None:
+        with self.log.open("wb") as out:
+            self.proc = subprocess.Popen(
+                [sys.executable, "worker.py", "--grace-seconds", "1", "--log-level", "INFO"],
+                cwd=REPO,
+                env=self.env,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+            )
+
+    async def start(self) -> None:
+        self.spawn()
+        await until("the worker to serve", lambda: "worker serving task queue" in self.output(), 90)
+
+    def output(self) -> str:
+        if self.proc is not None and self.proc.poll() is not None:
+            raise AssertionError(
+                f"worker exited with {self.proc.returncode}:\n{self.log.read_text()[-3000:]}"
+            )
+        return self.log.read_text(errors="replace") if self.log.exists() else ""
+
+    def stop(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(timeout=10)
+        self.proc = None
+
+
+async def until(what: str, check: Any, seconds: float = 120.0) -> Any:
+    try:
+        async with asyncio.timeout(seconds):
+            while True:
+                value = check()
+                if asyncio.iscoroutine(value):
+                    value = await value
+                if value:
+                    return value
+                await asyncio.sleep(0.2)
+    except TimeoutError:
+        raise AssertionError(f"timed out waiting for {what}") from None
+
+
+# -- fixtures ----------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def codec_stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DevStack]:
+    """`pitstop dev up --codec` (Temporal and the codec server) in its own home and ports."""
+    config = free_ports_config(tmp_path_factory.mktemp("codec-home"))
+    ports = [
+        "--temporal-port",
+        str(config.temporal_port),
+        "--ui-port",
+        str(config.ui_port),
+        "--codec-port",
+        str(config.codec_port),
+    ]
+    home = ["--home", str(config.home)]
+    up = run_cli([str(PITSTOP), "dev", "up", "--codec", "--parts", "temporal", *home, *ports], clean_env())
+    try:
+        assert up.returncode == 0, up.stdout + up.stderr
+        saved = StackConfig.saved(config.home)
+        assert saved is not None
+        yield DevStack(saved)
+    finally:
+        run_cli([str(PITSTOP), "dev", "down", *home, "--grace", "2"], clean_env())
+
+
+@pytest.fixture(scope="module")
+async def raw_client(codec_stack: DevStack) -> Client:
+    """A client with no keys: what anyone reading the server (or its database) gets."""
+    return await Client.connect(codec_stack.temporal_address, data_converter=pydantic_data_converter)
+
+
+@pytest.fixture
+def sim(tmp_path: Path) -> Iterator[SimCluster]:
+    cluster = SimCluster(
+        SimConfig(
+            scenario=parse_scenario(SCENARIO, "scenario.yaml"), kubeconfig=tmp_path / "kubeconfig", ssh=True
+        )
+    )
+    cluster.start()
+    yield cluster
+    cluster.stop()
+
+
+@pytest.fixture
+async def workers(tmp_path: Path) -> AsyncIterator[list[WorkerProcess]]:
+    started: list[WorkerProcess] = []
+    yield started
+    for worker in started:
+        worker.stop()
+
+
+# -- reading history -------------------------------------------------------------------------------
+
+
+# Left readable by design: search attributes (the server indexes them: runbook, cluster,
+# stage, status) and headers (trace context). Neither carries a run's data.
+UNENCRYPTED_FIELDS = ("searchAttributes", "header")
+
+
+def payloads_in(node: Any) -> list[Payload]:
+    """Every payload in a history's JSON (dicts with `data` and `metadata.encoding`), except
+    the search attributes and headers, which Temporal keeps readable."""
+    found: list[Payload] = []
+    if isinstance(node, dict):
+        if "data" in node and isinstance(node.get("metadata"), dict) and "encoding" in node["metadata"]:
+            found.append(json_format.ParseDict(node, Payload(), ignore_unknown_fields=True))
+        for key, value in node.items():
+            if key not in UNENCRYPTED_FIELDS:
+                found.extend(payloads_in(value))
+    elif isinstance(node, list):
+        for value in node:
+            found.extend(payloads_in(value))
+    return found
+
+
+async def histories(client: Client, run_id: str, hosts: int) -> dict[str, WorkflowHistory]:
+    """The run's history and its host workflows' (ids `<run id>/<stage>/<host>`)."""
+
+    async def children() -> list[str]:
+        ids = [w.id async for w in client.list_workflows(f'WorkflowId STARTS_WITH "{run_id}/"')]
+        return ids if len(ids) == hosts else []
+
+    ids = [run_id, *await until(f"{hosts} host workflow(s) of {run_id} to be listed", children, 30)]
+    return {wid: await client.get_workflow_handle(wid).fetch_history() for wid in ids}
+
+
+def decrypted_text(payloads: list[Payload], codec: AesGcmCodec) -> str:
+    return "\n".join(codec.decrypt(p).data.decode(errors="replace") for p in payloads)
+
+
+def ui_body(payloads: list[Payload]) -> str:
+    return json_format.MessageToJson(Payloads(payloads=payloads))
+
+
+def markers(marker: str) -> list[str]:
+    return [f"var-{marker}", f"out-{marker}", f"fact-{marker}", f"debug-{marker}"]
+
+
+# -- the run on the embedded stack ------------------------------------------------------------------
+
+
+@pytest.mark.timeout(600)
+async def test_history_holds_ciphertext_and_pitstop_the_ui_and_the_replayer_read_it(
+    codec_stack: DevStack,
+    raw_client: Client,
+    sim: SimCluster,
+    workers: list[WorkerProcess],
+    tmp_path: Path,
+) -> None:
+    # The marker is only in what the run carries; ids and names get their own.
+    marker, tag = uuid.uuid4().hex[:12], uuid.uuid4().hex[:8]
+    queue = f"codec-{tag}"
+    home = str(codec_stack.home)
+    # Every pitstop process started against the stack's home finds its key file.
+    env = clean_env(
+        TEMPORAL_ADDRESS=codec_stack.temporal_address, PITSTOP_HOME=home, PITSTOP_TASK_QUEUE=queue
+    )
+
+    status = await acli([str(PITSTOP), "dev", "status", "--home", home], env)
+    assert status.returncode == 0, status.stdout
+    assert "payload encryption: on, active key id dev-" in status.stdout
+    assert f"the Temporal UI decodes through {codec_stack.codec_endpoint}" in status.stdout
+    async with httpx.AsyncClient(timeout=10) as http:
+        settings = (await http.get(f"{codec_stack.ui_url}/api/v1/settings")).json()
+    assert settings["Codec"]["Endpoint"] == codec_stack.codec_endpoint
+
+    worker = WorkerProcess({**env, DIR_ENV: str(sim.ssh_secrets_dir)}, tmp_path / "worker.log")
+    workers.append(worker)
+    await worker.start()
+    assert "payload encryption: on, active key id dev-" in worker.output()
+
+    runbook = tmp_path / "runbook.yaml"
+    runbook.write_text(textwrap.dedent(RUNBOOK.format(node=NODE, marker=marker)))
+    run_id = f"codec-run-{tag}"
+    started = await acli(
+        [
+            str(PITSTOP),
+            "run",
+            str(runbook),
+            "-i",
+            str(sim.inventory_path),
+            "--id",
+            run_id,
+            "-e",
+            f"token=var-{marker}",
+        ],
+        env,
+    )
+    assert started.returncode == 0, started.stdout + started.stderr
+
+    async def finished() -> dict[str, Any] | None:
+        out = await acli([str(PITSTOP), "status", run_id, "--json"], env)
+        if out.returncode != 0:
+            return None
+        report: dict[str, Any] = json.loads(out.stdout)
+        return report if report["status"] in {"succeeded", "failed", "completed_with_failures"} else None
+
+    report = await until("the run to finish", finished, 240)
+    assert report["status"] == "succeeded", json.dumps(report)[:3000]
+    # `pitstop status` (with the key from the home) shows all of it.
+    shown = json.dumps(report)
+    for text in markers(marker):
+        assert text in shown, f"{text} missing from pitstop status"
+    host = report["stages"][0]["hosts"][0]
+    assert host["facts"]["kept"] == f"fact-{marker}"
+
+    # Temporal's CLI, without a codec: no marker anywhere, in any workflow of the run.
+    runs = await histories(raw_client, run_id, hosts=1)
+    codec = AesGcmCodec(parse_keyring((codec_stack.home / "codec.keys").read_text(), "home"))
+    every_payload: list[Payload] = []
+    for workflow_id, history in runs.items():
+        shown_by_temporal = await acli(
+            [
+                str(TEMPORAL),
+                "workflow",
+                "show",
+                "--address",
+                codec_stack.temporal_address,
+                "-w",
+                workflow_id,
+                "--output",
+                "json",
+            ],
+            env,
+        )
+        assert shown_by_temporal.returncode == 0, shown_by_temporal.stderr
+        raw = history.to_json()
+        for text in (shown_by_temporal.stdout, raw):
+            assert marker not in text, f"plaintext of {workflow_id} in history"
+            assert ENCRYPTED_B64 in text
+        payloads = payloads_in(json.loads(raw))
+        assert payloads and all(p.metadata["encoding"] == b"binary/encrypted" for p in payloads)
+        every_payload += payloads
+    # ... while every marker is in there, encrypted (so the absence above means something).
+    opened = decrypted_text(every_payload, codec)
+    for text in markers(marker):
+        assert text in opened
+
+    # The codec server, asked as the UI asks: preflight, then POST /decode from the UI's origin.
+    ui_origin = codec_stack.ui_url
+    host_history = next(h for wid, h in runs.items() if wid != run_id)
+    host_payloads = payloads_in(json.loads(host_history.to_json()))
+    headers = {"Origin": ui_origin, "Content-Type": "application/json", "X-Namespace": "default"}
+    async with httpx.AsyncClient(timeout=30) as http:
+        preflight = await http.options(
+            f"{codec_stack.codec_endpoint}/decode",
+            headers={
+                "Origin": ui_origin,
+                "Access-Control-Request-Method": "POST",
+                "Access-Control-Request-Headers": "content-type,x-namespace",
+            },
+        )
+        decoded = await http.post(
+            f"{codec_stack.codec_endpoint}/decode", content=ui_body(host_payloads), headers=headers
+        )
+        stranger = await http.post(
+            f"{codec_stack.codec_endpoint}/decode",
+            content=ui_body(host_payloads),
+            headers={**headers, "Origin": "http://attacker.example"},
+        )
+    assert preflight.status_code == 204 and preflight.headers["access-control-allow-origin"] == ui_origin
+    assert decoded.status_code == 200 and decoded.headers["access-control-allow-origin"] == ui_origin
+    plain = "\n".join(
+        p.data.decode(errors="replace") for p in json_format.Parse(decoded.text, Payloads()).payloads
+    )
+    assert f"out-{marker}" in plain and f"fact-{marker}" in plain
+    assert stranger.status_code == 403
+    assert "access-control-allow-origin" not in stranger.headers and marker not in stranger.text
+
+    # Temporal's own CLI through the codec server shows the plaintext too.
+    through_codec = await acli(
+        [
+            str(TEMPORAL),
+            "workflow",
+            "show",
+            "--address",
+            codec_stack.temporal_address,
+            "-w",
+            run_id,
+            "--output",
+            "json",
+            "--codec-endpoint",
+            codec_stack.codec_endpoint,
+        ],
+        env,
+    )
+    assert through_codec.returncode == 0, through_codec.stderr
+    decoded_by_temporal = payloads_in(json.loads(through_codec.stdout))
+    assert not any(p.metadata["encoding"] == b"binary/encrypted" for p in decoded_by_temporal)
+    assert f"var-{marker}" in "\n".join(p.data.decode(errors="replace") for p in decoded_by_temporal)
+
+    # The replayer reads it with pitstop's converter, and cannot without the key.
+    for converter, should_replay in (
+        (data_converter(Settings(home=codec_stack.home)), True),
+        (pydantic_data_converter, False),
+    ):
+        replayer = Replayer(
+            workflows=WORKFLOWS,
+            data_converter=converter,
+            workflow_runner=workflow_runner(),
+            interceptors=[tracing_interceptor()],
+        )
+        for history in runs.values():
+            result = await replayer.replay_workflow(history, raise_on_replay_failure=False)
+            assert (result.replay_failure is None) is should_replay, result.replay_failure
+
+
+# -- rotation -----------------------------------------------------------------------------------------
+
+
+@pytest.mark.timeout(600)
+async def test_rotation_old_runs_finish_under_the_new_key_and_a_process_without_the_old_key_says_so(
+    codec_stack: DevStack, raw_client: Client, workers: list[WorkerProcess], tmp_path: Path
+) -> None:
+    marker, tag = uuid.uuid4().hex[:12], uuid.uuid4().hex[:8]
+    queue = f"rotation-{tag}"
+    key_a, key_b = generate_key(f"a-{tag}"), generate_key(f"b-{tag}")
+    id_a, id_b = key_a.split(":")[0], key_b.split(":")[0]
+    base = clean_env(TEMPORAL_ADDRESS=codec_stack.temporal_address, PITSTOP_TASK_QUEUE=queue)
+    under_a = {**base, "PITSTOP_CODEC_KEY": key_a}
+    rotated = {**base, "PITSTOP_CODEC_KEY": f"{key_b},{key_a}"}
+    only_b = {**base, "PITSTOP_CODEC_KEY": key_b}
+
+    inventory = tmp_path / "inventory.yaml"
+    inventory.write_text(LAB_INVENTORY)
+    gated, finished_early = tmp_path / "gated.yaml", tmp_path / "early.yaml"
+    gated.write_text(textwrap.dedent(ROTATION.format(marker=marker, gate=GATE)))
+    finished_early.write_text(textwrap.dedent(ROTATION.format(marker=marker, gate="")))
+    run_gated, run_early = f"rot-gated-{tag}", f"rot-early-{tag}"
+
+    first = WorkerProcess(under_a, tmp_path / "worker-a.log")
+    workers.append(first)
+    await first.start()
+    for path, run_id in ((gated, run_gated), (finished_early, run_early)):
+        out = await acli(
+            [
+                str(PITSTOP),
+                "run",
+                str(path),
+                "-i",
+                str(inventory),
+                "--id",
+                run_id,
+                "-e",
+                f"token=var-{marker}",
+            ],
+            under_a,
+        )
+        assert out.returncode == 0, out.stderr
+
+    async def status_of(run_id: str, env: dict[str, str]) -> dict[str, Any] | None:
+        out = await acli([str(PITSTOP), "status", run_id, "--json"], env)
+        return json.loads(out.stdout) if out.returncode == 0 else None
+
+    async def reached(run_id: str, env: dict[str, str], wanted: str) -> bool:
+        status = await status_of(run_id, env)
+        return status is not None and status["status"] == wanted
+
+    await until("the early run to finish under key A", lambda: reached(run_early, under_a, "succeeded"))
+    await until("the gated run to wait", lambda: reached(run_gated, under_a, "waiting_gate"))
+
+    # Rotate: the worker restarts with B first (encrypts) and A after it (still decrypts).
+    first.stop()
+    second = WorkerProcess(rotated, tmp_path / "worker-b.log")
+    workers.append(second)
+    await second.start()
+    assert f"active key id {id_b}, also decrypting with {id_a}" in second.output()
+    approved = await acli([str(PITSTOP), "approve", run_gated, "--as", "bob"], rotated)
+    assert approved.returncode == 0, approved.stderr
+    await until("the gated run to finish after rotation", lambda: reached(run_gated, rotated, "succeeded"))
+
+    report = await status_of(run_gated, rotated)
+    assert report is not None
+    assert f"debug-{marker} var-{marker}" in json.dumps(report)
+    # Its history holds both keys' payloads: A before the rotation, B after.
+    history = await raw_client.get_workflow_handle(run_gated).fetch_history()
+    key_ids = {p.metadata["encryption-key-id"].decode() for p in payloads_in(json.loads(history.to_json()))}
+    assert key_ids == {id_a, id_b}
+    assert marker not in history.to_json()
+
+    # A process with only B: the clear error for what A wrote, and nothing decoded.
+    refused = await acli([str(PITSTOP), "status", run_early, "--json"], only_b)
+    assert refused.returncode == 1
+    message = " ".join(refused.stderr.split())
+    assert (
+        f"payload was encrypted with key id '{id_a}' which this process does not have; add it to "
+        "PITSTOP_CODEC_KEY or PITSTOP_CODEC_KEY_FILE after the active key" in message
+    ), refused.stderr
+    assert "Traceback" not in refused.stderr and marker not in refused.stdout + refused.stderr
+    # The stack's codec server (the dev key only) says the same to the UI.
+    early_history = await raw_client.get_workflow_handle(run_early).fetch_history()
+    async with httpx.AsyncClient(timeout=30) as http:
+        answer = await http.post(
+            f"{codec_stack.codec_endpoint}/decode",
+            content=ui_body(payloads_in(json.loads(early_history.to_json()))),
+            headers={
+                "Origin": codec_stack.ui_url,
+                "Content-Type": "application/json",
+                "X-Namespace": "default",
+            },
+        )
+    assert answer.status_code == 400
+    assert answer.json()["error"].startswith(f"payload was encrypted with key id '{id_a}' which this process")
+    assert marker not in answer.text
+
+
+# -- schedules ----------------------------------------------------------------------------------------
+
+
+async def test_schedules_store_encrypted_arguments_and_apply_stays_idempotent(
+    codec_stack: DevStack, raw_client: Client, tmp_path: Path
+) -> None:
+    from pitstop.client import connect
+
+    marker, tag = uuid.uuid4().hex[:12], uuid.uuid4().hex[:8]
+    client = await connect(Settings(temporal_address=codec_stack.temporal_address, home=codec_stack.home))
+    path = tmp_path / "schedules.yaml"
+    schedule_id = f"codec-schedule-{tag}"
+    path.write_text(
+        textwrap.dedent(
+            f"""
+            schedules:
+              - id: {schedule_id}
+                runbook: examples/hello.yaml
+                cron: "7 * * * *"
+                paused: true
+                note: never runs in this test
+                vars: {{token: "var-{marker}"}}
+            """
+        )
+    )
+    desired = load_schedules(path, check_runbooks=False)
+    try:
+        assert [o.action for o in await apply_schedules(client, desired, "codec-schedules")] == ["created"]
+        assert [o.action for o in await apply_schedules(client, desired, "codec-schedules")] == ["unchanged"]
+        described = await raw_client.get_schedule_handle(schedule_id).describe()
+        action = described.schedule.action
+        stored = [*getattr(action, "args", []), *(getattr(action, "memo", None) or {}).values()]
+        assert stored and all(
+            isinstance(p, Payload) and p.metadata["encoding"] == b"binary/encrypted" for p in stored
+        )
+        assert all(marker.encode() not in p.SerializeToString() for p in stored)
+    finally:
+        await client.get_schedule_handle(schedule_id).delete()
+
+
+# -- unusable keys ----------------------------------------------------------------------------------
+
+
+async def test_unusable_keys_stop_every_process_before_it_touches_temporal(
+    codec_stack: DevStack, raw_client: Client, tmp_path: Path
+) -> None:
+    short = "k1:" + base64.b64encode(b"too short").decode()
+    env = clean_env(TEMPORAL_ADDRESS=codec_stack.temporal_address, PITSTOP_CODEC_KEY=short)
+    runbook = tmp_path / "runbook.yaml"
+    runbook.write_text(textwrap.dedent(ROTATION.format(marker="x", gate="")))
+    inventory = tmp_path / "inventory.yaml"
+    inventory.write_text(LAB_INVENTORY)
+    run_id = f"bad-key-{uuid.uuid4().hex[:8]}"
+    expected = (
+        "payload encryption keys: PITSTOP_CODEC_KEY, key id 'k1': the key is 9 bytes; AES-256-GCM needs "
+        "exactly 32 (generate one with `pitstop codec keygen`)"
+    )
+    for argv, code in (
+        ([str(PITSTOP), "run", str(runbook), "-i", str(inventory), "--id", run_id], 1),
+        ([sys.executable, "worker.py"], 2),
+        ([sys.executable, "-m", "pitstop.cli_codec", "serve", "--port", "0"], 2),
+    ):
+        done = await acli(argv, env)
+        assert done.returncode == code, done.stdout + done.stderr
+        shown = " ".join(done.stderr.split())
+        assert expected.removeprefix("payload encryption keys: ") in shown, done.stderr
+        assert "Traceback" not in done.stderr
+        assert short.split(":")[1] not in done.stdout + done.stderr
+    # Nothing was started (describe reads the execution itself, not eventually-consistent visibility).
+    with pytest.raises(RPCError) as missing:
+        await raw_client.get_workflow_handle(run_id).describe()
+    assert missing.value.status == RPCStatusCode.NOT_FOUND
