@@ -1,10 +1,11 @@
 """`pitstop codec serve`: a Temporal codec server, so the Temporal UI (and `temporal
 --codec-endpoint`) can show what pitstop encrypted.
 
-Protocol (Temporal's "Codec Server"): `POST /encode` and `POST /decode` take and return
-`{"payloads": [...]}` in protobuf JSON (bytes as base64). The UI calls them from the user's
-browser with `Content-Type: application/json`, `X-Namespace` and, when configured,
-`Authorization`, so the browser first sends an `OPTIONS` preflight.
+Protocol (Temporal's "Codec Server"): `POST /encode` and `POST /decode` (also under
+`/<namespace>/`) take and return `{"payloads": [...]}` in protobuf JSON (bytes as base64).
+The UI calls them from the user's browser with `Content-Type: application/json`,
+`X-Namespace` and, when configured, `Authorization`, so the browser first sends an
+`OPTIONS` preflight.
 
 Who may use it: a request that carries an `Origin` header comes from a web page, and is
 answered only when that origin is one of the configured UI origins (`--ui-origin`); any
@@ -145,15 +146,17 @@ def build_app(codec: AesGcmCodec, ui_origins: Iterable[str]) -> web.Application:
         return [codec.decrypt(p) for p in payloads]
 
     app = web.Application(client_max_size=MAX_BODY_BYTES)
-    app.add_routes(
-        [
-            web.post("/encode", handler(encode, "encode")),
-            web.post("/decode", handler(decode, "decode")),
-            web.options("/encode", preflight),
-            web.options("/decode", preflight),
-            web.get("/health", health),
+    routes = [web.get("/health", health)]
+    # Also under a namespace segment, for `temporal --codec-endpoint 'http://host/{namespace}'`;
+    # one keyring serves every namespace.
+    for prefix in ("", "/{namespace}"):
+        routes += [
+            web.post(f"{prefix}/encode", handler(encode, "encode")),
+            web.post(f"{prefix}/decode", handler(decode, "decode")),
+            web.options(f"{prefix}/encode", preflight),
+            web.options(f"{prefix}/decode", preflight),
         ]
-    )
+    app.add_routes(routes)
     return app
 
 

@@ -608,3 +608,139 @@ async def test_unusable_keys_stop_every_process_before_it_touches_temporal(
     with pytest.raises(RPCError) as missing:
         await raw_client.get_workflow_handle(run_id).describe()
     assert missing.value.status == RPCStatusCode.NOT_FOUND
+
+
+# -- the Slack bridge ---------------------------------------------------------------------------------
+
+SLACK_GATED = """
+name: codec-slack
+approvers:
+  sre: [bob]
+stages:
+  - name: only
+    hosts: lab
+    gate: {{before: true, approvers: sre, slack_channel: "#ops", prompt: "Go ahead?"}}
+    tasks:
+      - debug: {{msg: "debug-{marker} {{{{ token }}}}"}}
+"""
+
+
+@pytest.mark.timeout(600)
+async def test_votes_from_the_slack_bridge_are_encrypted_with_the_same_keys(
+    codec_stack: DevStack, raw_client: Client, workers: list[WorkerProcess], tmp_path: Path
+) -> None:
+    from tests.integration.slack.slackfake import BOT_TOKEN, SIGNING_SECRET, Clicker, FakeSlack
+
+    marker, tag = uuid.uuid4().hex[:12], uuid.uuid4().hex[:8]
+    slack = FakeSlack()
+    await slack.start()
+    approvers = tmp_path / "slack-approvers.yaml"
+    approvers.write_text("users:\n  U0BOB: bob\n")
+    port = free_port()
+    env = clean_env(
+        TEMPORAL_ADDRESS=codec_stack.temporal_address,
+        PITSTOP_HOME=str(codec_stack.home),
+        PITSTOP_TASK_QUEUE=f"codec-slack-{tag}",
+        SLACK_BOT_TOKEN=BOT_TOKEN,
+        SLACK_SIGNING_SECRET=SIGNING_SECRET,
+        SLACK_API_URL=slack.api_url,
+        SLACK_DEFAULT_CHANNEL="#runs",
+        PITSTOP_SLACK_APPROVERS=str(approvers),
+        OTEL_TRACES_EXPORTER="none",
+    )
+    bridge = spawn_bridge(env, port)
+    try:
+        worker = WorkerProcess(env, tmp_path / "worker.log")
+        workers.append(worker)
+        await worker.start()
+
+        async def bridge_up() -> bool:
+            assert bridge.poll() is None, f"the bridge exited with {bridge.returncode}"
+            try:
+                async with httpx.AsyncClient(timeout=2) as http:
+                    return (await http.get(f"http://127.0.0.1:{port}/healthz")).status_code == 200
+            except httpx.TransportError:
+                return False
+
+        await until("the Slack bridge to serve", bridge_up, 90)
+        runbook, inventory = tmp_path / "runbook.yaml", tmp_path / "inventory.yaml"
+        runbook.write_text(textwrap.dedent(SLACK_GATED.format(marker=marker)))
+        inventory.write_text(LAB_INVENTORY)
+        run_id = f"codec-slack-{tag}"
+        started = await acli(
+            [
+                str(PITSTOP),
+                "run",
+                str(runbook),
+                "-i",
+                str(inventory),
+                "--id",
+                run_id,
+                "-e",
+                f"token=var-{marker}",
+            ],
+            env,
+        )
+        assert started.returncode == 0, started.stderr
+        posted = await slack.wait_for("chat.postMessage", lambda c: "Approval needed" in c.args["text"])
+        assert (
+            await Clicker(url=f"http://127.0.0.1:{port}/slack/events").click(posted, "U0BOB")
+        ).status_code == 200
+
+        async def finished() -> dict[str, Any] | None:
+            out = await acli([str(PITSTOP), "status", run_id, "--json"], env)
+            report = json.loads(out.stdout) if out.returncode == 0 else None
+            return report if report is not None and report["status"] == "succeeded" else None
+
+        report = await until("the run to finish after the Slack vote", finished, 180)
+        assert [v["approver"] for v in report["gates"][0]["votes"]] == ["bob"]
+        assert f"debug-{marker} var-{marker}" in json.dumps(report)
+
+        # The vote the bridge sent is in history as ciphertext under the home's key.
+        raw = (await raw_client.get_workflow_handle(run_id).fetch_history()).to_json()
+        assert marker not in raw
+        accepted = [
+            e["workflowExecutionUpdateAcceptedEventAttributes"]["acceptedRequest"]["input"]["args"][
+                "payloads"
+            ]
+            for e in json.loads(raw)["events"]
+            if "workflowExecutionUpdateAcceptedEventAttributes" in e
+        ]
+        assert len(accepted) == 1
+        [vote] = payloads_in(accepted[0])
+        keyring = parse_keyring((codec_stack.home / "codec.keys").read_text(), "home")
+        assert vote.metadata["encoding"] == b"binary/encrypted"
+        assert vote.metadata["encryption-key-id"].decode() == keyring.active.key_id
+        assert b'"approver":"bob"' in AesGcmCodec(keyring).decrypt(vote).data
+    finally:
+        bridge.send_signal(signal.SIGTERM)
+        try:
+            bridge.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            bridge.kill()
+            bridge.wait(timeout=10)
+        await slack.stop()
+
+
+def spawn_bridge(env: dict[str, str], port: int) -> subprocess.Popen[bytes]:
+    """`pitstop slack serve` as the compose service runs it."""
+    argv = [
+        str(PITSTOP),
+        "slack",
+        "serve",
+        "--host",
+        "127.0.0.1",
+        "--port",
+        str(port),
+        "--log-level",
+        "WARNING",
+    ]
+    return subprocess.Popen(argv, env=env, cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+
+def free_port() -> int:
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])

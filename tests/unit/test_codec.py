@@ -315,3 +315,37 @@ def test_a_keyring_needs_a_key() -> None:
 def test_settings_keep_the_key_secret() -> None:
     settings = Settings(codec_key=SecretStr(KEY_A))
     assert KEY_A not in repr(settings) and KEY_A not in str(settings.model_dump())
+
+
+# -- the embedded stack's switch ------------------------------------------------------------------
+
+
+def test_the_home_key_file_switches_the_embedded_stack_to_encryption(tmp_path: Path) -> None:
+    from pitstop.cli_dev import encryption_line
+    from pitstop.devstack import DevStack, StackConfig
+
+    config = StackConfig(home=tmp_path, codec_port=18081, ui_port=18233)
+    off = DevStack(config)
+    environ: dict[str, str] = {}
+    assert off.codec_keyring(environ) is None and not off.codec_on
+    assert off.parts == ("temporal", "s3", "etcd")
+    assert "--ui-codec-endpoint" not in off.command("temporal")
+    assert encryption_line(off).startswith("payload encryption: off (`pitstop dev up --codec` turns it on)")
+
+    asked = DevStack(config.model_copy(update={"codec": True}))
+    assert asked.parts == ("temporal", "s3", "etcd", "codec")
+    argv = asked.command("temporal")
+    assert argv[argv.index("--ui-codec-endpoint") + 1] == "http://127.0.0.1:18081"
+    codec_argv = asked.command("codec")
+    origins = [codec_argv[i + 1] for i, a in enumerate(codec_argv) if a == "--ui-origin"]
+    assert origins == ["http://127.0.0.1:18233", "http://localhost:18233"]
+
+    keyring = asked.ensure_codec_keys()
+    assert keyring.active.key_id.startswith("dev-") and (tmp_path / "codec.keys").is_file()
+    assert asked.ensure_codec_keys() == keyring  # written once, never replaced
+    # From now on the file is the switch, whatever the config says.
+    again = DevStack(config)
+    assert again.codec_on and "codec" in again.parts
+    assert again.codec_keyring(environ) == keyring
+    # A process's own keys win over the home's file.
+    assert again.codec_keyring({"PITSTOP_CODEC_KEY": KEY_A}) == parse_keyring(KEY_A, "PITSTOP_CODEC_KEY")

@@ -78,6 +78,15 @@ async def test_decode_from_the_ui_origin_returns_the_plaintext(server: str) -> N
     assert decoded.metadata["encoding"] == b"json/plain"
 
 
+async def test_the_namespace_templated_path_of_the_temporal_cli_works_too(server: str) -> None:
+    async with httpx.AsyncClient() as http:
+        response = await http.post(
+            f"{server}/default/decode", content=body(await sealed()), headers=ui_headers()
+        )
+    assert response.status_code == 200
+    assert MARKER in base64.b64decode(response.json()["payloads"][0]["data"]).decode()
+
+
 async def test_encode_for_the_ui_encrypts_with_the_active_key(server: str) -> None:
     original = Payload(metadata={"encoding": b"json/plain"}, data=b'{"approve": true}')
     async with httpx.AsyncClient() as http:
