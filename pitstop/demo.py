@@ -96,7 +96,8 @@ async def run_demo(
         target = str(runbook.vars["firmware_target"])
         limits = [s.rolling.max_unavailable_per_domain for s in runbook.stages if s.rolling]
         per_domain_limit = max((limit for limit in limits if limit is not None), default=1)
-        settings = Settings(temporal_address=stack.temporal_address, home=home, ui_url=stack.ui_url)
+        # The stack's home, so the client finds its codec key file as every process of that home does.
+        settings = Settings(temporal_address=stack.temporal_address, home=stack.home, ui_url=stack.ui_url)
         client: Client = await connect(settings)
         console.print(f"payload encryption: {encryption_summary(client.data_converter)}")
         task_queue = f"pitstop-demo-{uuid.uuid4().hex[:6]}"
