@@ -10,6 +10,7 @@ anything is built from it.
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any
 
@@ -49,6 +50,33 @@ def size_problem(size: int) -> str:
         f"the file is {size} bytes; YAML input is limited to {MAX_YAML_BYTES} bytes "
         "(MAX_YAML_BYTES): split it (import_tasks, several inventories)"
     )
+
+
+def check_flow_depth(text: str) -> None:
+    """Refuse flow collections (`[`, `{`) nested deeper than MAX_YAML_DEPTH before ruamel's
+    scanner sees them: it keeps a possible key per open bracket and rechecks all of them at
+    every token, which is quadratic in the nesting. Brackets are counted wherever they are
+    (quoted text included), so a string would need more than MAX_YAML_DEPTH unclosed
+    brackets to be refused by mistake."""
+    if text.count("[") + text.count("{") <= MAX_YAML_DEPTH:
+        return
+    depth = 0
+    for match in _BRACKETS.finditer(text):
+        if match.group() in "[{":
+            depth += 1
+            if depth > MAX_YAML_DEPTH:
+                index = match.start()
+                line = text.count("\n", 0, index)
+                column = index - (text.rfind("\n", 0, index) + 1)
+                raise YamlLimitError(
+                    f"brackets nest deeper than {MAX_YAML_DEPTH} levels (MAX_YAML_DEPTH)",
+                    StreamMark("<text>", index, line, column),
+                )
+        else:
+            depth = max(0, depth - 1)
+
+
+_BRACKETS = re.compile(r"[\[\]{}]")
 
 
 def read_text_capped(path: str | Path) -> str:
@@ -161,6 +189,7 @@ def safe_load(text: str, *, all_documents: bool = False) -> Any:
     MarkedYAMLError, for the limits above and for explicit tags), with line and column."""
     if len(text.encode("utf-8")) > MAX_YAML_BYTES:
         raise YamlLimitError(size_problem(len(text.encode("utf-8"))), None)
+    check_flow_depth(text)
     yaml = bounded_yaml("safe")
     if all_documents:
         return list(yaml.load_all(text))
@@ -186,6 +215,7 @@ __all__ = [
     "MAX_YAML_VALUES",
     "YamlLimitError",
     "bounded_yaml",
+    "check_flow_depth",
     "read_text_capped",
     "safe_load",
     "safe_load_file",

@@ -15,7 +15,14 @@ from ruamel.yaml.comments import CommentedMap, CommentedSeq
 from ruamel.yaml.error import MarkedYAMLError, YAMLError
 
 from pitstop.runbook.errors import RunbookError, suggest
-from pitstop.safe_yaml import MAX_YAML_BYTES, YamlLimitError, bounded_yaml, read_text_capped, size_problem
+from pitstop.safe_yaml import (
+    MAX_YAML_BYTES,
+    YamlLimitError,
+    bounded_yaml,
+    check_flow_depth,
+    read_text_capped,
+    size_problem,
+)
 
 Loc = tuple[str | int, ...]
 Pos = tuple[int, int]  # 1-based line, column
@@ -120,6 +127,7 @@ def parse_yaml(text: str, path: str) -> YamlDoc:
         raise RunbookError(size_problem(size), path=path, line=1, column=1)
     yaml = bounded_yaml("rt")
     try:
+        check_flow_depth(text)
         raw = yaml.load(text)
     except YamlLimitError as exc:
         mark = exc.problem_mark
