@@ -59,8 +59,8 @@ class NoBudget(RuntimeError):
     compile time, and this makes it give up, so nothing a runbook writes runs while compiling."""
 
 
-def limit_error(what: str, limit: int, name: str, advice: str = "") -> LimitError:
-    text = f"{what} exceeds the limit of {limit} ({name})"
+def limit_error(what: str, limit: int, name: str, advice: str = "", unit: str = "") -> LimitError:
+    text = f"{what} exceeds the limit of {limit}{' ' + unit if unit else ''} ({name})"
     return LimitError(f"{text}; {advice}" if advice else text)
 
 
@@ -78,7 +78,7 @@ class Budget:
         self.steps += count
         if self.steps > MAX_RENDER_STEPS:
             raise limit_error(
-                "the expression's loop iterations, calls and lookups",
+                "the number of steps (loop iterations, calls, lookups) the expression takes",
                 MAX_RENDER_STEPS,
                 "MAX_RENDER_STEPS",
                 "loop over fewer items or compute the value in a module",
@@ -88,7 +88,7 @@ class Budget:
         self.work += amount
         if self.work > MAX_RENDER_WORK:
             raise limit_error(
-                "the characters and items the expression builds or scans",
+                "the size of what the expression builds or scans (characters and items)",
                 MAX_RENDER_WORK,
                 "MAX_RENDER_WORK",
                 "work on smaller values or compute the value in a module",
@@ -138,7 +138,7 @@ def no_budget() -> Iterator[None]:
 
 def check_int(value: int) -> int:
     if value.bit_length() > MAX_INT_BITS:
-        raise limit_error("an integer of the expression", MAX_INT_BITS, "MAX_INT_BITS", "bits")
+        raise limit_error("an integer of the expression", MAX_INT_BITS, "MAX_INT_BITS", unit="bits")
     return value
 
 
@@ -221,11 +221,11 @@ def check_binop(operator: str, left: Any, right: Any) -> None:
     """Refuse, before computing it, an operation whose result would be over a limit."""
     if operator == "**" and isinstance(left, int) and isinstance(right, int):
         if right > 0 and abs(left) > 1 and left.bit_length() * right > MAX_INT_BITS:
-            raise limit_error(f"{left} ** {right}", MAX_INT_BITS, "MAX_INT_BITS", "bits")
+            raise limit_error(f"{left} ** {right}", MAX_INT_BITS, "MAX_INT_BITS", unit="bits")
     elif operator == "*":
         if isinstance(left, int) and isinstance(right, int):
             if left.bit_length() + right.bit_length() > MAX_INT_BITS + 1:
-                raise limit_error("the product", MAX_INT_BITS, "MAX_INT_BITS", "bits")
+                raise limit_error("the product", MAX_INT_BITS, "MAX_INT_BITS", unit="bits")
             return
         for seq, count in ((left, _repeat_count(right)), (right, _repeat_count(left))):
             if count is not None and hasattr(seq, "__len__") and not isinstance(seq, int):

@@ -12,11 +12,12 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
+from contextvars import ContextVar
 from functools import lru_cache
 from typing import Any
 
 import jinja2
-from jinja2 import nodes
+from jinja2 import meta, nodes
 from jinja2.exceptions import SecurityError
 
 from pitstop.runbook._filters import quote, test_truthy, version_compare
@@ -113,15 +114,18 @@ def _single_expression(source: str) -> str | None:
 
 
 def check_syntax(source: str) -> None:
-    """Raise TemplateError when `source` (a template, e.g. 'a {{ b }}') does not compile."""
+    """Raise TemplateError when `source` (a template, e.g. 'a {{ b }}') does not compile, or,
+    while `probing_constants()`, when it uses no variable and fails when evaluated."""
     try:
         _compile_template(source)
     except Exception as exc:
         raise _describe(exc) from None
+    _probe(source, template=True)
 
 
 def check_expression(source: str) -> None:
-    """Raise TemplateError when a bare expression (as in `when:`) does not compile."""
+    """Raise TemplateError when a bare expression (as in `when:`) does not compile (or, while
+    `probing_constants()`, uses no variable and fails when evaluated)."""
     inner = _single_expression(source)
     try:
         if inner is not None:
@@ -132,6 +136,54 @@ def check_expression(source: str) -> None:
             _compile_expression(source)
     except Exception as exc:
         raise _describe(exc) from None
+    if inner is None and is_template(source):
+        _probe(source, template=True)
+    else:
+        _probe(inner if inner is not None else source, template=False)
+
+
+# ---------------------------------------------------------------- validation of constants
+
+# Steps all the probes of one validation may spend together (each probe also has a whole
+# budget of its own, so that its error names the limit it went over): a few renders' worth.
+PROBE_STEPS = 3 * MAX_RENDER_STEPS
+_PROBES: ContextVar[list[int] | None] = ContextVar("pitstop_constant_probes", default=None)
+
+
+@contextmanager
+def probing_constants() -> Iterator[None]:
+    """Within this block, `check_syntax`/`check_expression` also evaluate every expression that
+    uses no variable at all (`{{ 'a' | center(10**9) }}`), under the same budget as a run, so
+    that validation refuses what every run would refuse. Nothing is folded at compile time:
+    this is an ordinary, bounded render, and all probes together stop after PROBE_STEPS."""
+    token = _PROBES.set([PROBE_STEPS])
+    try:
+        yield
+    finally:
+        _PROBES.reset(token)
+
+
+def _probe(source: str, *, template: bool) -> None:
+    allowance = _PROBES.get()
+    if allowance is None or allowance[0] <= 0:
+        return
+    env = _environment()
+    try:
+        tree = env.parse(source if template else "{{ " + source + " }}")
+    except Exception:
+        return
+    if meta.find_undeclared_variables(tree) - set(env.globals):
+        return  # depends on variables: evaluated at run time
+    with no_budget(), render_budget() as budget:
+        try:
+            if template:
+                _render_string(source, {})
+            else:
+                evaluate(source, {})
+        except TemplateError as exc:
+            raise TemplateError(f"this expression uses no variable and fails when evaluated: {exc}") from None
+        finally:
+            allowance[0] -= max(budget.steps, 1)
 
 
 @contextmanager
@@ -244,6 +296,7 @@ __all__ = [
     "evaluate",
     "evaluate_bool",
     "is_template",
+    "probing_constants",
     "quote",
     "render",
     "version_compare",
