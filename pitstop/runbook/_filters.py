@@ -36,6 +36,8 @@ from pitstop.runbook._limits import (
     check_width,
     current,
     limit_error,
+    plain_args,
+    text_of,
 )
 
 _TRUE_STRINGS = frozenset({"yes", "on", "1", "true", "y", "t"})
@@ -83,16 +85,14 @@ def _to_float(value: Any, default: float = 0.0) -> float:
 def _to_string(value: Any) -> str:
     if value is None:
         return ""
-    check_text_size(value, "the value")
-    return str(value)
+    return text_of(value)
 
 
 def quote(value: Any) -> str:
     """Ansible's `quote`: the value as one shell word (shlex.quote); None is ''."""
     if value is None:
         value = ""
-    check_text_size(value, "the value to quote")
-    return shlex.quote(str(value))
+    return shlex.quote(text_of(value))
 
 
 # ---------------------------------------------------------------- regular expressions (RE2)
@@ -433,7 +433,7 @@ def _center(value: Any, width: int = 80) -> str:
 def _format(value: Any, *args: Any, **kwargs: Any) -> str:
     text = _to_string(value)
     check_printf(text, kwargs or args)
-    return jinja_filters.do_format(text, *args, **kwargs)
+    return str(text % plain_args(kwargs or args))
 
 
 def _indent(value: Any, width: int | str = 4, first: bool = False, blank: bool = False) -> str:
@@ -504,10 +504,7 @@ def _join(env: jinja2.Environment, value: Iterable[Any], d: str = "", attribute:
     for item in _bounded(value, "join"):
         if attribute is not None:
             item = env.getitem(item, attribute)
-        if isinstance(item, jinja2.Undefined):
-            str(item)  # raises, naming the missing value
-        check_text_size(item, "an item given to join")
-        text = str(item)
+        text = text_of(item)
         length += len(text) + (len(sep) if pieces else 0)
         check_string_result(length, "join's result")
         pieces.append(text)

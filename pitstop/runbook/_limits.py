@@ -17,6 +17,8 @@ from contextlib import contextmanager
 from contextvars import ContextVar
 from typing import Any
 
+import jinja2
+
 # Steps one render may take: a loop iteration, a lookup or an operator is one step, a filter,
 # test or function call eight, a macro call (jinja2's costliest operation) twenty-five. A loop
 # over a 10,000-host group with a lookup and a filter per host is ~120,000.
@@ -173,22 +175,25 @@ def check_string_result(length: int, what: str) -> None:
 def weigh(value: Any, limit: int) -> int:
     """Characters of the strings plus the items in `value` (what turning it into text costs),
     counting at most up to `limit`: past that, the limit error of the caller applies. The walk
-    itself is charged, so a value made of many references to one big string is caught early."""
+    itself is charged, so a value made of many references to one big string is caught early;
+    nesting deeper than MAX_VALUE_DEPTH is refused (text of it would recurse that deep)."""
     total = 0
-    stack: list[Any] = [value]
+    stack: list[tuple[Any, int]] = [(value, 0)]
     budget = current()
     while stack:
-        item = stack.pop()
+        item, depth = stack.pop()
+        if depth > MAX_VALUE_DEPTH:
+            raise limit_error("the nesting of a value", MAX_VALUE_DEPTH, "MAX_VALUE_DEPTH")
         if isinstance(item, str | bytes | bytearray):
             total += len(item) + 1
         elif isinstance(item, Mapping):
             total += len(item) + 1
             for key, sub in item.items():
-                stack.append(key)
-                stack.append(sub)
+                stack.append((key, depth + 1))
+                stack.append((sub, depth + 1))
         elif isinstance(item, list | tuple | set | frozenset):
             total += len(item) + 1
-            stack.extend(item)
+            stack.extend((sub, depth + 1) for sub in item)
         else:
             total += 1
         if total > limit:
@@ -374,7 +379,24 @@ def _is_lazy(value: Any) -> bool:
     return isinstance(value, _LAZY_TYPES) or type(value).__name__ == "generator"
 
 
-def to_plain(value: Any, undefined_type: type) -> Any:
+def to_plain(value: Any, undefined_type: type | None = None) -> Any:
     """`value` as JSON data (dict/list/str/int/float/bool/None), within MAX_RESULT_SIZE and
     MAX_VALUE_DEPTH; anything that has no JSON form is a TemplateError naming its type."""
-    return _Plain(undefined_type).convert(value, 0)
+    return _Plain(undefined_type or jinja2.Undefined).convert(value, 0)
+
+
+def text_of(value: Any) -> str:
+    """The text of a value as templates write it. Only plain data is written: the text of a
+    generator or a cycler holds a memory address, which would differ between a run and its
+    replay; a lazy sequence (`map(...)`) is written as the list it gives."""
+    if isinstance(value, str):
+        return str(value)
+    check_text_size(value, "the value written")
+    return str(to_plain(value))
+
+
+def plain_args(value: Any) -> Any:
+    """Arguments of `%` and str.format as plain data (a tuple stays a tuple of them)."""
+    if isinstance(value, tuple):
+        return tuple(to_plain(item) for item in value)
+    return to_plain(value)

@@ -42,6 +42,9 @@ from pitstop.runbook._limits import (
     check_width,
     current,
     limit_error,
+    plain_args,
+    text_of,
+    to_plain,
     weigh,
 )
 
@@ -150,6 +153,8 @@ class Sandbox(ImmutableSandboxedEnvironment):
     def call_binop(self, context: Any, operator: str, left: Any, right: Any) -> Any:
         current().step()
         check_binop(operator, left, right)
+        if operator == "%" and isinstance(left, str):
+            right = plain_args(right)  # what `%s` writes of it must be plain data
         return check_length(self.binop_table[operator](left, right))
 
     def call_unop(self, context: Any, operator: str, arg: Any) -> Any:
@@ -162,10 +167,7 @@ class Sandbox(ImmutableSandboxedEnvironment):
         pieces: list[str] = []
         length = 0
         for value in values:
-            if isinstance(value, jinja2.Undefined):
-                str(value)  # raises, naming the missing variable
-            check_text_size(value, "a value joined with '~'")
-            text = str(value)
+            text = text_of(value)
             length += len(text)
             check_string_result(length, "joining with '~'")
             pieces.append(text)
@@ -236,8 +238,11 @@ class Sandbox(ImmutableSandboxedEnvironment):
             if is_format_map:
                 mapping = args[0] if args and isinstance(args[0], Mapping) else {}
                 check_format_spec(text, (), mapping)
+                args = (to_plain(mapping),)
             else:
                 check_format_spec(text, args, kwargs)
+                args = plain_args(tuple(args))
+                kwargs = {k: to_plain(v) for k, v in kwargs.items()}
             return check_length(formatter(*args, **kwargs))  # type: ignore[no-any-return]
 
         return checked
@@ -281,14 +286,12 @@ def _check_method_call(obj: Any, args: tuple[Any, ...], kwargs: Mapping[str, Any
 
 
 def finalize(value: Any) -> Any:
-    """Every `{{ }}` output: its text within the limit, and charged."""
+    """Every `{{ }}` output: plain data only (`text_of`), within the limit, and charged."""
     budget = current()
     budget.step()
-    if isinstance(value, str):
-        budget.charge(len(value))
-    else:
-        check_text_size(value, "the value written")
-    return value
+    text = text_of(value)
+    budget.charge(len(text))
+    return text
 
 
 def make_environment() -> Sandbox:
