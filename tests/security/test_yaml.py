@@ -61,9 +61,9 @@ def test_aliases_for_dry_vars_still_work(tmp_path: Path) -> None:
 
 def test_recursive_alias_is_refused(tmp_path: Path) -> None:
     message = refused(tmp_path / "rec.yaml", "name: r\nvars:\n  x: &x [1, *x]\n" + TAIL)
-    assert (
-        message
-        == f"{tmp_path / 'rec.yaml'}:3:13: alias *x refers to the collection that contains it; recursive aliases are refused"
+    assert message == (
+        f"{tmp_path / 'rec.yaml'}:3:13: alias *x refers to the collection that contains it; "
+        "recursive aliases are refused"
     )
 
 
