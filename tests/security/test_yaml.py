@@ -166,3 +166,14 @@ def test_runbook_loader_reports_limits_as_runbook_errors(tmp_path: Path) -> None
     with pytest.raises(RunbookError) as caught:
         load_runbook(path)
     assert (caught.value.line, caught.value.column) == (8, 42)
+
+
+def test_cli_bundle_is_capped_before_it_is_read(tmp_path: Path) -> None:
+    from pitstop.bundle import MAX_BUNDLE_BYTES, BundleError, collect
+
+    filler = "# " + "x" * 98 + "\n"
+    (tmp_path / "tasks.yaml").write_text("- debug: {msg: hi}\n" + filler * (MAX_BUNDLE_BYTES // 100 + 1))
+    runbook = tmp_path / "runbook.yaml"
+    runbook.write_text("name: b\nhosts: localhost\ntasks:\n  - import_tasks: tasks.yaml\n")
+    with pytest.raises(BundleError, match=rf"the limit is {MAX_BUNDLE_BYTES} \(MAX_BUNDLE_BYTES\)"):
+        collect(runbook, None)
