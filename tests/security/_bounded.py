@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import resource
+import selectors
 import subprocess
 import sys
 from pathlib import Path
@@ -21,12 +22,12 @@ MEMORY_LIMIT = 768 * 1024 * 1024
 DEADLINE_S = 120.0
 PITSTOP = Path(sys.executable).parent / "pitstop"
 
-# Renders one template the way HostWorkflow renders module arguments (`render(task.args,
-# context)`), with a 10,000-host fleet in its variables; prints the outcome as JSON.
+# Renders templates read from stdin (one JSON string a line) the way HostWorkflow renders
+# module arguments (`render(task.args, context)`), with a 10,000-host fleet in its variables;
+# writes each outcome as one JSON line.
 _RENDER_CHILD = """
 import json, sys
 from pitstop.runbook.templating import TemplateError, render
-template = sys.argv[1]
 hosts = [f"gpu-{i:05d}" for i in range(10000)]
 context = {
     "inventory_hostname": "gpu-00000",
@@ -34,12 +35,12 @@ context = {
     "groups": {"all": hosts, "gpu_fleet": hosts},
     "hostvars": {h: {"failure_domain": f"zone-{i % 10}"} for i, h in enumerate(hosts)},
 }
-try:
-    value = render({"msg": template}, context)["msg"]
-except TemplateError as exc:
-    print(json.dumps({"error": str(exc), "type": type(exc).__name__}))
-else:
-    print(json.dumps({"value": value}))
+for line in sys.stdin:
+    try:
+        outcome = {"value": render({"msg": json.loads(line)}, context)["msg"]}
+    except TemplateError as exc:
+        outcome = {"error": str(exc), "type": type(exc).__name__}
+    print(json.dumps(outcome), flush=True)
 """
 
 
@@ -59,13 +60,52 @@ def run_bounded(argv: list[str]) -> subprocess.CompletedProcess[str]:
     )
 
 
-def render_in_child(template: str) -> dict[str, Any]:
-    """{'error': message, 'type': ...} or {'value': rendered}; fails the test if the child was
-    killed, ran out of memory or crashed."""
-    done = run_bounded([sys.executable, "-c", _RENDER_CHILD, template])
-    assert done.returncode == 0, f"the render process died ({done.returncode}): {done.stderr[-2000:]}"
-    result: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
-    return result
+class RenderChild:
+    """A render process with the memory limit, reused across probes (importing pitstop is the
+    slow part); each probe has its own deadline. A probe that kills the process or outlives
+    its deadline fails, and the next probe gets a fresh process."""
+
+    def __init__(self) -> None:
+        self._proc: subprocess.Popen[str] | None = None
+
+    def _start(self) -> subprocess.Popen[str]:
+        if self._proc is None or self._proc.poll() is not None:
+            self._proc = subprocess.Popen(
+                [sys.executable, "-c", _RENDER_CHILD],
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                text=True,
+                preexec_fn=_limit_memory,
+            )
+        return self._proc
+
+    def render(self, template: str) -> dict[str, Any]:
+        """{'error': message, 'type': ...} or {'value': rendered}."""
+        proc = self._start()
+        assert proc.stdin is not None and proc.stdout is not None
+        proc.stdin.write(json.dumps(template) + "\n")
+        proc.stdin.flush()
+        with selectors.DefaultSelector() as selector:
+            selector.register(proc.stdout, selectors.EVENT_READ)
+            ready = selector.select(timeout=DEADLINE_S)
+        if not ready:
+            self.close()
+            raise AssertionError(f"the probe did not end within {DEADLINE_S}s: {template[:200]}")
+        line = proc.stdout.readline()
+        if not line:
+            proc.wait(timeout=DEADLINE_S)
+            errors = proc.stderr.read() if proc.stderr else ""
+            self._proc = None
+            raise AssertionError(f"the render process died ({proc.returncode}): {errors[-2000:]}")
+        result: dict[str, Any] = json.loads(line)
+        return result
+
+    def close(self) -> None:
+        if self._proc is not None:
+            self._proc.kill()
+            self._proc.wait(timeout=DEADLINE_S)
+            self._proc = None
 
 
 def validate_in_child(path: Path) -> subprocess.CompletedProcess[str]:

@@ -27,7 +27,7 @@ from pitstop.runbook.templating import (
 
 
 def test_limits_are_named_and_documented() -> None:
-    docs = Path("docs/runbook-language.md").read_text(encoding="utf-8")
+    docs = (Path(__file__).parents[2] / "docs" / "runbook-language.md").read_text(encoding="utf-8")
     for name, value in LIMITS.items():
         assert getattr(_limits, name) == value
         assert f"`{name}`" in docs, f"{name} is not documented in docs/runbook-language.md"
