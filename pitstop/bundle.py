@@ -11,6 +11,7 @@ import os
 from pathlib import Path
 
 from pitstop.runbook import Inventory, Runbook, load_inventory, load_runbook
+from pitstop.safe_yaml import read_text_capped
 
 MAX_BUNDLE_BYTES = 1024 * 1024
 
@@ -32,9 +33,16 @@ def collect(runbook_path: Path, inventory_path: Path | None) -> tuple[dict[str, 
     if inventory_path is not None:
         sources.add(inventory_path.resolve())
     base = Path(os.path.commonpath([str(p.parent) for p in sources]))
-    files = {str(p.relative_to(base)): p.read_text(encoding="utf-8") for p in sorted(sources)}
-    size = sum(len(t.encode()) for t in files.values())
+    # Sizes first: nothing is read once the files add up to more than the limit.
+    size = sum(p.stat().st_size for p in sources)
     if size > MAX_BUNDLE_BYTES:
+        raise BundleError(
+            f"runbook bundle is {size} bytes; the limit is {MAX_BUNDLE_BYTES} (MAX_BUNDLE_BYTES): "
+            "put large data on the worker (PITSTOP_RUNBOOK_DIR) instead of sending it"
+        )
+    files = {str(p.relative_to(base)): read_text_capped(p) for p in sorted(sources)}
+    size = sum(len(t.encode()) for t in files.values())
+    if size > MAX_BUNDLE_BYTES:  # the files grew while being read
         raise BundleError(f"runbook bundle is {size} bytes; the limit is {MAX_BUNDLE_BYTES}")
     inv_name = str(inventory_path.resolve().relative_to(base)) if inventory_path else None
     return files, str(runbook_path.resolve().relative_to(base)), inv_name

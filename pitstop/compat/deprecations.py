@@ -10,10 +10,10 @@ import re
 from pathlib import Path
 
 from pydantic import BaseModel, ValidationError, field_validator
-from ruamel.yaml import YAML
 from ruamel.yaml.error import YAMLError
 
 from pitstop.compat.matrix import compat_dir
+from pitstop.safe_yaml import safe_load_file
 
 REMOVED_APIS_FILE = "kubernetes-removed-apis.yaml"
 _MINOR = re.compile(r"^v?(\d+)\.(\d+)(?:\.(\d+))?(?:[-+].*)?$")
@@ -82,7 +82,7 @@ class RemovedApis(BaseModel):
 def load_removed_apis(root: Path | None = None) -> RemovedApis:
     path = (compat_dir() if root is None else root) / REMOVED_APIS_FILE
     try:
-        data = YAML(typ="safe", pure=True).load(path.read_text(encoding="utf-8"))
+        data = safe_load_file(path)
     except OSError as exc:
         raise DeprecationDataError(
             f"{path}: cannot read the removed-API table ({exc.strerror}); set PITSTOP_COMPAT_DIR "

@@ -20,11 +20,11 @@ from pathlib import Path
 from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError, field_validator
-from ruamel.yaml import YAML
 from ruamel.yaml.error import YAMLError
 
 from pitstop.compat.skew import SkewPolicy
 from pitstop.compat.versions import Version, VersionError, parse_version, try_parse_version
+from pitstop.safe_yaml import safe_load_file
 
 SKEW_POLICY_FILE = "kubernetes-skew.yaml"
 # Files under the compat directory that hold other tables, never a vendor matrix.
@@ -444,7 +444,7 @@ def _upgrade_path(component: str, version: str, release: Release, start: str, so
 
 def _read_yaml(path: Path) -> Any:
     try:
-        return YAML(typ="safe", pure=True).load(path.read_text(encoding="utf-8"))
+        return safe_load_file(path)
     except (OSError, YAMLError) as exc:
         raise MatrixError(f"{path}: cannot read compat data: {exc}") from None
 

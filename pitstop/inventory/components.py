@@ -13,12 +13,12 @@ from pathlib import Path
 from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError, model_validator
-from ruamel.yaml import YAML
 from ruamel.yaml.error import YAMLError
 
 from pitstop.compat.components import COMPONENT_KEYS, COMPONENT_ROWS, ROW_OF
 from pitstop.compat.matrix import compat_dir
 from pitstop.runbook.errors import suggest
+from pitstop.safe_yaml import safe_load_file
 
 COMPONENTS_FILE = "components.yaml"
 
@@ -221,7 +221,7 @@ def load_components(root: Path | None = None) -> ComponentTable:
     `$PITSTOP_RUNBOOK_DIR/compat`)."""
     path = (compat_dir() if root is None else root) / COMPONENTS_FILE
     try:
-        data = YAML(typ="safe", pure=True).load(path.read_text(encoding="utf-8"))
+        data = safe_load_file(path)
     except OSError as exc:
         raise ComponentTableError(
             f"{path}: cannot read the component table ({exc.strerror}); set PITSTOP_COMPAT_DIR or "

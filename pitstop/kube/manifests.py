@@ -9,25 +9,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ruamel.yaml import YAML
-from ruamel.yaml.constructor import SafeConstructor
 from ruamel.yaml.error import MarkedYAMLError, YAMLError
+
+from pitstop.safe_yaml import read_text_capped, safe_load
 
 Obj = dict[str, Any]
 MANIFEST_SUFFIXES = (".yaml", ".yml", ".json")
-
-
-class _ManifestConstructor(SafeConstructor):
-    """Timestamps stay text, as kubectl's YAML-to-JSON conversion keeps them."""
-
-
-_ManifestConstructor.add_constructor("tag:yaml.org,2002:timestamp", SafeConstructor.construct_yaml_str)
-
-
-def _yaml() -> YAML:
-    yaml = YAML(typ="safe", pure=True)
-    yaml.Constructor = _ManifestConstructor
-    return yaml
 
 
 class ManifestError(ValueError):
@@ -64,7 +51,8 @@ class Manifest:
 def parse_documents(text: str, origin: str) -> list[Manifest]:
     """Every non-empty document of a (multi-document) YAML or JSON text."""
     try:
-        docs = list(_yaml().load_all(text))
+        # Bounded like every YAML pitstop reads; timestamps stay text, as kubectl keeps them.
+        docs = safe_load(text, all_documents=True)
     except MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
         where = f"{origin}:{mark.line + 1}:{mark.column + 1}" if mark is not None else origin
@@ -118,8 +106,8 @@ def load_manifests(paths: Iterable[Path], *, recursive: bool = False) -> list[Ma
     for path in paths:
         for file in manifest_files(path, recursive=recursive):
             try:
-                text = file.read_text(encoding="utf-8")
-            except (OSError, UnicodeDecodeError) as exc:
+                text = read_text_capped(file)
+            except (OSError, ValueError) as exc:  # ValueError: not UTF-8, or over the size limit
                 raise ManifestError(f"{file}: cannot read: {exc}") from None
             out.extend(parse_documents(text, str(file)))
     return out

@@ -11,11 +11,18 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ruamel.yaml import YAML
 from ruamel.yaml.comments import CommentedMap, CommentedSeq
 from ruamel.yaml.error import MarkedYAMLError, YAMLError
 
 from pitstop.runbook.errors import RunbookError, suggest
+from pitstop.safe_yaml import (
+    MAX_YAML_BYTES,
+    YamlLimitError,
+    bounded_yaml,
+    check_flow_depth,
+    read_text_capped,
+    size_problem,
+)
 
 Loc = tuple[str | int, ...]
 Pos = tuple[int, int]  # 1-based line, column
@@ -100,22 +107,32 @@ class Node:
 
 
 def load_yaml(path: str | Path, *, display_path: str | None = None) -> YamlDoc:
-    """Parse one YAML file; syntax errors and duplicate keys become RunbookError."""
+    """Parse one YAML file; syntax errors, duplicate keys and the limits of `pitstop.safe_yaml`
+    (size, depth, aliases, explicit tags) become RunbookError."""
     shown = display_path or str(path)
     try:
-        text = Path(path).read_text(encoding="utf-8")
+        text = read_text_capped(path)
     except FileNotFoundError:
         raise RunbookError("file not found", path=shown, line=1, column=1) from None
     except (OSError, UnicodeDecodeError) as exc:
         raise RunbookError(f"cannot read file: {exc}", path=shown, line=1, column=1) from None
+    except ValueError as exc:  # over MAX_YAML_BYTES
+        raise RunbookError(str(exc), path=shown, line=1, column=1) from None
     return parse_yaml(text, shown)
 
 
 def parse_yaml(text: str, path: str) -> YamlDoc:
-    yaml = YAML(typ="rt", pure=True)
-    yaml.allow_duplicate_keys = False
+    size = len(text.encode("utf-8"))
+    if size > MAX_YAML_BYTES:
+        raise RunbookError(size_problem(size), path=path, line=1, column=1)
+    yaml = bounded_yaml("rt")
     try:
+        check_flow_depth(text)
         raw = yaml.load(text)
+    except YamlLimitError as exc:
+        mark = exc.problem_mark
+        line, column = (mark.line + 1, mark.column + 1) if mark is not None else (1, 1)
+        raise RunbookError(str(exc.problem), path=path, line=line, column=column) from None
     except MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
         line, column = (mark.line + 1, mark.column + 1) if mark is not None else (1, 1)

@@ -53,6 +53,10 @@ TASK_KEYWORDS: frozenset[str] = frozenset(
     }
 )
 _EXPRESSION_KEYS = ("when", "until", "failed_when", "changed_when")
+# Tasks one runbook may hold once every import_tasks is expanded. Imports multiply (a file
+# imported twice that imports another twice...), and the whole plan travels in the run's
+# history: the largest shipped runbook has about a hundred and fifty.
+MAX_RUNBOOK_TASKS = 2000
 _IMPORT_KEYS = frozenset({"import_tasks", "name", "when", "tags", "vars"})
 _GATE_KEYS = field_keys(Gate)
 
@@ -97,6 +101,9 @@ class TaskParser:
     _import_stack: list[Path] = field(default_factory=list)
     # Display path of each loaded task file -> its real path, to resolve nested imports.
     _real_paths: dict[str, Path] = field(default_factory=dict)
+    # Each imported file is read once, however often it is imported.
+    _docs: dict[Path, YamlDoc] = field(default_factory=dict)
+    _task_count: int = 0
 
     def parse_list(self, node: Node, prefix: str, what: str = "tasks") -> list[Task]:
         value = node.value
@@ -153,9 +160,12 @@ class TaskParser:
             raise target_node.error("import cycle: " + " -> ".join(self._show(p) for p in chain))
         if not path.is_file():
             raise target_node.error(f"imported file not found: {target}")
-        doc = load_yaml(path, display_path=self._show(path))
+        doc = self._docs.get(path)
+        if doc is None:
+            doc = load_yaml(path, display_path=self._show(path))
+            self._docs[path] = doc
+            check_template_syntax(doc.root())
         self._real_paths[doc.path] = path
-        check_template_syntax(doc.root())
         if not isinstance(doc.data, list):
             raise doc.root().error(
                 f"a file used with import_tasks must be a YAML list of tasks, got {type_name(doc.data)}"
@@ -187,6 +197,12 @@ class TaskParser:
 
     def _parse_task(self, node: Node, task_id: str, inherited: _Inherited) -> Task:
         raw = require_mapping(node, "a task")
+        self._task_count += 1
+        if self._task_count > MAX_RUNBOOK_TASKS:
+            raise node.error(
+                f"the runbook holds more than {MAX_RUNBOOK_TASKS} tasks once import_tasks are "
+                "expanded (MAX_RUNBOOK_TASKS); import fewer files or fewer times"
+            )
         modules: list[str] = []
         for key in raw:
             if key in TASK_KEYWORDS:
@@ -347,4 +363,12 @@ def load_task_file(path: Path) -> tuple[YamlDoc, list[Task]]:
     return doc, parser.parse_list(doc.root(), "tasks")
 
 
-__all__ = ["TASK_KEYWORDS", "RunbookError", "TaskParser", "check_expressions", "load_task_file", "parse_gate"]
+__all__ = [
+    "MAX_RUNBOOK_TASKS",
+    "TASK_KEYWORDS",
+    "RunbookError",
+    "TaskParser",
+    "check_expressions",
+    "load_task_file",
+    "parse_gate",
+]

@@ -1,35 +1,48 @@
-"""Jinja2 expressions for runbooks, in an immutable sandbox.
+"""Jinja2 expressions for runbooks, in an immutable sandbox with a budget.
 
 This code also runs inside Temporal workflows, so it must be deterministic: no clock, no
 randomness, no environment, no loaders, no I/O. The sandbox refuses Python internals and
-mutation of values, so a runbook cannot reach outside the variables it is given.
+mutation of values, so a runbook cannot reach outside the variables it is given; the budget
+(`_limits`, enforced by `_sandbox`) bounds what one render may cost with counters and sizes,
+so no expression can stall or exhaust a worker; and every rendered value is plain JSON data.
 """
 
 from __future__ import annotations
 
-import json
-import operator
-import posixpath
 import re
-import types
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
+from contextvars import ContextVar
 from functools import lru_cache
 from typing import Any
 
 import jinja2
-from jinja2 import nodes
+from jinja2 import meta, nodes
 from jinja2.exceptions import SecurityError
-from jinja2.sandbox import ImmutableSandboxedEnvironment
-from markupsafe import Markup
 
-
-class TemplateError(ValueError):
-    """An expression could not be compiled or evaluated; the message says why in plain words."""
-
+from pitstop.runbook._filters import quote, test_truthy, version_compare
+from pitstop.runbook._limits import (
+    MAX_CALL_DEPTH,
+    MAX_FORMAT_WIDTH,
+    MAX_INT_BITS,
+    MAX_LIST_LENGTH,
+    MAX_REGEX_LENGTH,
+    MAX_RENDER_STEPS,
+    MAX_RENDER_WORK,
+    MAX_RESULT_SIZE,
+    MAX_STRING_LENGTH,
+    MAX_VALUE_DEPTH,
+    LimitError,
+    TemplateError,
+    check_string_result,
+    current,
+    no_budget,
+    render_budget,
+    to_plain,
+)
+from pitstop.runbook._sandbox import make_environment
 
 _SANDBOX_MESSAGE = "not allowed in the expression sandbox"
-_TRUE_STRINGS = frozenset({"yes", "on", "1", "true", "y", "t"})
-_FALSE_STRINGS = frozenset({"no", "off", "0", "false", "n", "f", ""})
 
 
 def is_template(value: Any) -> bool:
@@ -37,271 +50,9 @@ def is_template(value: Any) -> bool:
     return isinstance(value, str) and ("{{" in value or "{%" in value)
 
 
-# ---------------------------------------------------------------- filters
-
-
-def _to_bool(value: Any) -> bool:
-    if isinstance(value, bool):
-        return value
-    if isinstance(value, str):
-        text = value.strip().lower()
-        if text in _TRUE_STRINGS:
-            return True
-        if text in _FALSE_STRINGS:
-            return False
-        raise TemplateError(f"cannot convert {value!r} to a boolean")
-    if isinstance(value, int | float):
-        return value == 1
-    return bool(value)
-
-
-def _to_int(value: Any, default: int = 0, base: int = 10) -> int:
-    try:
-        if isinstance(value, str):
-            text = value.strip()
-            try:
-                return int(text, base)
-            except ValueError:
-                return int(float(text))
-        return int(value)
-    except (TypeError, ValueError):
-        return default
-
-
-def _to_float(value: Any, default: float = 0.0) -> float:
-    try:
-        return float(value)
-    except (TypeError, ValueError):
-        return default
-
-
-def _regex_search(value: Any, pattern: str, *groups: str, ignorecase: bool = False) -> Any:
-    flags = re.IGNORECASE if ignorecase else 0
-    match = re.search(pattern, str(value), flags)
-    if match is None:
-        return None
-    if not groups:
-        return match.group(0)
-    out: list[Any] = []
-    for group in groups:
-        # Ansible spells group references as '\\1' or '\\g<name>'.
-        if group.startswith("\\g<"):
-            out.append(match.group(group[3:-1]))
-        elif group.startswith("\\"):
-            out.append(match.group(int(group[1:])))
-        else:
-            out.append(match.group(group))
-    return out
-
-
-def _regex_replace(value: Any, pattern: str = "", replacement: str = "", ignorecase: bool = False) -> str:
-    flags = re.IGNORECASE if ignorecase else 0
-    return re.sub(pattern, replacement, str(value), flags=flags)
-
-
-def _regex_findall(value: Any, pattern: str, ignorecase: bool = False) -> list[Any]:
-    flags = re.IGNORECASE if ignorecase else 0
-    return re.findall(pattern, str(value), flags)
-
-
-def _to_json(value: Any, indent: int | None = None, sort_keys: bool = False) -> str:
-    return json.dumps(value, indent=indent, sort_keys=sort_keys, default=str)
-
-
-def _from_json(value: Any) -> Any:
-    try:
-        return json.loads(value)
-    except (TypeError, ValueError) as exc:
-        raise TemplateError(f"from_json: not valid JSON: {exc}") from None
-
-
-def _combine(*dicts: Any, recursive: bool = False) -> dict[str, Any]:
-    result: dict[str, Any] = {}
-    for item in dicts:
-        for mapping in item if isinstance(item, list) else [item]:
-            if not isinstance(mapping, Mapping):
-                raise TemplateError(f"combine expects mappings, got {type(mapping).__name__}")
-            result = _merge(result, mapping, recursive)
-    return result
-
-
-def _merge(base: Mapping[str, Any], extra: Mapping[str, Any], recursive: bool) -> dict[str, Any]:
-    out = dict(base)
-    for key, value in extra.items():
-        if recursive and isinstance(out.get(key), Mapping) and isinstance(value, Mapping):
-            out[key] = _merge(out[key], value, True)
-        else:
-            out[key] = value
-    return out
-
-
-def _dict2items(value: Mapping[str, Any], key_name: str = "key", value_name: str = "value") -> list[Any]:
-    if not isinstance(value, Mapping):
-        raise TemplateError(f"dict2items expects a mapping, got {type(value).__name__}")
-    return [{key_name: k, value_name: v} for k, v in value.items()]
-
-
-def _items2dict(value: Iterable[Any], key_name: str = "key", value_name: str = "value") -> dict[Any, Any]:
-    return {item[key_name]: item[value_name] for item in value}
-
-
-def _mandatory(value: Any, msg: str | None = None) -> Any:
-    if isinstance(value, jinja2.Undefined):
-        raise TemplateError(msg or f"mandatory variable {value._undefined_name!r} is not defined")
-    return value
-
-
-def _ternary(value: Any, true_val: Any, false_val: Any, none_val: Any = None) -> Any:
-    if value is None and none_val is not None:
-        return none_val
-    return true_val if value else false_val
-
-
-def _unique(value: Iterable[Any]) -> list[Any]:
-    out: list[Any] = []
-    for item in value:
-        if item not in out:
-            out.append(item)
-    return out
-
-
-def _flatten(value: Iterable[Any], levels: int | None = None) -> list[Any]:
-    out: list[Any] = []
-    for item in value:
-        if isinstance(item, list | tuple) and (levels is None or levels > 0):
-            out.extend(_flatten(item, None if levels is None else levels - 1))
-        elif item is not None:
-            out.append(item)
-    return out
-
-
-# ---------------------------------------------------------------- tests
-
-
-_VERSION_OPS: dict[str, Callable[[Any, Any], bool]] = {
-    "<": operator.lt,
-    "lt": operator.lt,
-    "<=": operator.le,
-    "le": operator.le,
-    ">": operator.gt,
-    "gt": operator.gt,
-    ">=": operator.ge,
-    "ge": operator.ge,
-    "==": operator.eq,
-    "=": operator.eq,
-    "eq": operator.eq,
-    "!=": operator.ne,
-    "<>": operator.ne,
-    "ne": operator.ne,
-}
-
-
-def _version_key(version: Any) -> tuple[tuple[int, int, str], ...]:
-    # Loose versions: split into dotted/dashed segments, then runs of digits and letters,
-    # so '1.31.2', 'v1.31', '535.104.05' and '96.00.9F.00.04' all compare segment-wise;
-    # numbers compare as numbers, anything else as text, and numbers sort before text.
-    text = str(version).strip()
-    if text[:1] in ("v", "V") and text[1:2].isdigit():
-        text = text[1:]
-    parts: list[tuple[int, int, str]] = []
-    for segment in re.split(r"[.\-_+]", text):
-        if segment.isdigit():
-            parts.append((0, int(segment), ""))
-        elif segment:
-            parts.append((1, 0, segment.lower()))
-    # Trailing zero segments do not change a version: 1.31 == 1.31.0.
-    while parts and parts[-1] == (0, 0, ""):
-        parts.pop()
-    return tuple(parts)
-
-
-def version_compare(value: Any, other: Any, op: str = "==") -> bool:
-    """Compare two loose version strings, as Ansible's `version` test does."""
-    if op not in _VERSION_OPS:
-        raise TemplateError(f"version: unknown operator {op!r}; use one of {', '.join(_VERSION_OPS)}")
-    return _VERSION_OPS[op](_version_key(value), _version_key(other))
-
-
-def _test_match(value: Any, pattern: str, ignorecase: bool = False) -> bool:
-    return re.match(pattern, str(value), re.IGNORECASE if ignorecase else 0) is not None
-
-
-def _test_search(value: Any, pattern: str, ignorecase: bool = False) -> bool:
-    return re.search(pattern, str(value), re.IGNORECASE if ignorecase else 0) is not None
-
-
-def _result_flag(value: Any, flag: str) -> bool:
-    if not isinstance(value, Mapping):
-        raise TemplateError(f"the '{flag}' test expects a registered result, got {type(value).__name__}")
-    return bool(value.get(flag, False))
-
-
-def _test_truthy(value: Any) -> bool:
-    try:
-        return _to_bool(value)
-    except TemplateError:
-        return bool(value)
-
-
-# ---------------------------------------------------------------- environment
-
-
-class _Sandbox(ImmutableSandboxedEnvironment):
-    """Immutable sandbox that also refuses every underscore attribute, not only dunders."""
-
-    def is_safe_attribute(self, obj: Any, attr: str, value: Any) -> bool:
-        if attr.startswith("_"):
-            return False
-        return bool(super().is_safe_attribute(obj, attr, value))
-
-
 @lru_cache(maxsize=1)
 def _environment() -> jinja2.Environment:
-    env = _Sandbox(undefined=jinja2.StrictUndefined, autoescape=False, loader=None, extensions=())
-    # Anything that could produce randomness goes; the other globals are deterministic.
-    env.globals.pop("lipsum", None)
-    env.filters.pop("random", None)
-    env.filters.update(
-        {
-            "bool": _to_bool,
-            "int": _to_int,
-            "float": _to_float,
-            "string": lambda v: "" if v is None else str(v),
-            "regex_search": _regex_search,
-            "regex_replace": _regex_replace,
-            "regex_findall": _regex_findall,
-            "to_json": _to_json,
-            "from_json": _from_json,
-            "combine": _combine,
-            "dict2items": _dict2items,
-            "items2dict": _items2dict,
-            "version": version_compare,
-            "version_compare": version_compare,
-            "basename": lambda v: posixpath.basename(str(v)),
-            "dirname": lambda v: posixpath.dirname(str(v)),
-            "mandatory": _mandatory,
-            "ternary": _ternary,
-            "unique": _unique,
-            "flatten": _flatten,
-        }
-    )
-    env.tests.update(
-        {
-            "version": version_compare,
-            "version_compare": version_compare,
-            "match": _test_match,
-            "search": _test_search,
-            "regex": _test_search,
-            "failed": lambda v: _result_flag(v, "failed"),
-            "succeeded": lambda v: not _result_flag(v, "failed"),
-            "success": lambda v: not _result_flag(v, "failed"),
-            "changed": lambda v: _result_flag(v, "changed"),
-            "skipped": lambda v: _result_flag(v, "skipped"),
-            "truthy": _test_truthy,
-            "falsy": lambda v: not _test_truthy(v),
-        }
-    )
-    return env
+    return make_environment()
 
 
 def _describe(exc: Exception) -> TemplateError:
@@ -322,17 +73,25 @@ def _describe(exc: Exception) -> TemplateError:
         return TemplateError(f"undefined value: {text}")
     if isinstance(exc, jinja2.TemplateSyntaxError):
         return TemplateError(f"template syntax error: {exc.message}")
+    if isinstance(exc, RecursionError):
+        return TemplateError("the expression nests too deeply (recursion)")
+    if isinstance(exc, MemoryError):
+        return TemplateError("the expression ran out of memory")
     return TemplateError(f"{type(exc).__name__}: {exc}")
 
 
 @lru_cache(maxsize=4096)
 def _compile_template(source: str) -> jinja2.Template:
-    return _environment().from_string(source)
+    # Compiled with no budget active: jinja2 may try to fold constants, and every hook
+    # refuses outside a render, so nothing the runbook wrote runs here.
+    with no_budget():
+        return _environment().from_string(source)
 
 
 @lru_cache(maxsize=4096)
 def _compile_expression(source: str) -> Callable[..., Any]:
-    return _environment().compile_expression(source, undefined_to_none=False)
+    with no_budget():
+        return _environment().compile_expression(source, undefined_to_none=False)
 
 
 def _single_expression(source: str) -> str | None:
@@ -342,7 +101,7 @@ def _single_expression(source: str) -> str | None:
         return None
     try:
         body = _environment().parse(text).body
-    except jinja2.TemplateSyntaxError:
+    except (jinja2.TemplateSyntaxError, RecursionError):
         return None
     if (
         len(body) == 1
@@ -355,15 +114,18 @@ def _single_expression(source: str) -> str | None:
 
 
 def check_syntax(source: str) -> None:
-    """Raise TemplateError when `source` (a template, e.g. 'a {{ b }}') does not compile."""
+    """Raise TemplateError when `source` (a template, e.g. 'a {{ b }}') does not compile, or,
+    while `probing_constants()`, when it uses no variable and fails when evaluated."""
     try:
         _compile_template(source)
     except Exception as exc:
         raise _describe(exc) from None
+    _probe(source, template=True)
 
 
 def check_expression(source: str) -> None:
-    """Raise TemplateError when a bare expression (as in `when:`) does not compile."""
+    """Raise TemplateError when a bare expression (as in `when:`) does not compile (or, while
+    `probing_constants()`, uses no variable and fails when evaluated)."""
     inner = _single_expression(source)
     try:
         if inner is not None:
@@ -374,66 +136,132 @@ def check_expression(source: str) -> None:
             _compile_expression(source)
     except Exception as exc:
         raise _describe(exc) from None
+    if inner is None and is_template(source):
+        _probe(source, template=True)
+    else:
+        _probe(inner if inner is not None else source, template=False)
+
+
+# ---------------------------------------------------------------- validation of constants
+
+# Steps all the probes of one validation may spend together (each probe also has a whole
+# budget of its own, so that its error names the limit it went over): a few renders' worth.
+PROBE_STEPS = 3 * MAX_RENDER_STEPS
+_PROBES: ContextVar[list[int] | None] = ContextVar("pitstop_constant_probes", default=None)
+
+
+@contextmanager
+def probing_constants() -> Iterator[None]:
+    """Within this block, `check_syntax`/`check_expression` also evaluate every expression that
+    uses no variable at all (`{{ 'a' | center(10**9) }}`), under the same budget as a run, so
+    that validation refuses what every run would refuse. Nothing is folded at compile time:
+    this is an ordinary, bounded render, and all probes together stop after PROBE_STEPS."""
+    token = _PROBES.set([PROBE_STEPS])
+    try:
+        yield
+    finally:
+        _PROBES.reset(token)
+
+
+def _probe(source: str, *, template: bool) -> None:
+    allowance = _PROBES.get()
+    if allowance is None or allowance[0] <= 0:
+        return
+    env = _environment()
+    try:
+        tree = env.parse(source if template else "{{ " + source + " }}")
+    except Exception:
+        return
+    if meta.find_undeclared_variables(tree) - set(env.globals):
+        return  # depends on variables: evaluated at run time
+    with no_budget(), render_budget() as budget:
+        try:
+            if template:
+                _render_string(source, {})
+            else:
+                evaluate(source, {})
+        except TemplateError as exc:
+            raise TemplateError(f"this expression uses no variable and fails when evaluated: {exc}") from None
+        finally:
+            allowance[0] -= max(budget.steps, 1)
+
+
+@contextmanager
+def _rendering() -> Iterator[None]:
+    """One budget for the whole value being rendered (a task's arguments, a condition)."""
+    with render_budget():
+        try:
+            yield
+        except TemplateError:
+            raise
+        except Exception as exc:
+            raise _describe(exc) from None
+
+
+def _plain(value: Any) -> Any:
+    """A rendered value as plain JSON data. An undefined value anywhere inside it (e.g.
+    `map(attribute='x')` over items without `x`) is an error naming what is missing; a lazy
+    sequence (a bare `map(...)`), a `range` and dict views (`d.keys()`) become lists, as
+    Ansible makes them; anything else that is not JSON (a cycler, a namespace, a macro, a set)
+    is refused naming what came out, rather than an object that no module argument and no
+    workflow history can carry."""
+    return to_plain(value, jinja2.Undefined)
+
+
+def _render_text(template: jinja2.Template, variables: Mapping[str, Any]) -> str:
+    # Written piece by piece so that the output is refused as soon as it is too long.
+    pieces: list[str] = []
+    length = 0
+    for piece in template.generate(**variables):
+        length += len(piece)
+        check_string_result(length, "the rendered text")
+        pieces.append(piece)
+    current().charge(length)
+    return "".join(pieces)
 
 
 def _render_string(source: str, variables: Mapping[str, Any]) -> Any:
     if not is_template(source):
         return source
     inner = _single_expression(source)
-    try:
+    with _rendering():
         if inner is not None:
             # Ansible keeps native types for a lone expression: "{{ 3 }}" is 3, not "3".
-            return _unwrap(_compile_expression(inner)(**variables))
-        return _compile_template(source).render(**variables)
-    except Exception as exc:
-        raise _describe(exc) from None
-
-
-def _unwrap(value: Any) -> Any:
-    """A rendered value as plain data. An undefined value anywhere inside it (e.g. `map(attribute=
-    'x')` over items without `x`) is an error here, naming what is missing, rather than an
-    object that no module argument and no workflow history can carry; a lazy sequence (a bare
-    `map(...)`) becomes a list, as Ansible makes it."""
-    if isinstance(value, jinja2.Undefined):
-        # Raises UndefinedError with the name of the missing variable.
-        str(value)
-    if isinstance(value, Markup):
-        return str(value)
-    if isinstance(value, dict):
-        return {k: _unwrap(v) for k, v in value.items()}
-    if isinstance(value, list | tuple):
-        return [_unwrap(v) for v in value]
-    if isinstance(value, types.GeneratorType):
-        return [_unwrap(v) for v in value]
-    return value
+            return _plain(_compile_expression(inner)(**variables))
+        return _render_text(_compile_template(source), variables)
 
 
 def render(value: Any, variables: Mapping[str, Any]) -> Any:
-    """Render every template string inside `value` (dicts and lists recursively)."""
+    """Render every template string inside `value` (dicts and lists recursively), within one
+    budget; the result is plain JSON data. Raises TemplateError (LimitError for a limit)."""
+    with _rendering():
+        return _render_value(value, variables)
+
+
+def _render_value(value: Any, variables: Mapping[str, Any]) -> Any:
     if isinstance(value, str):
         return _render_string(value, variables)
     if isinstance(value, Mapping):
         # Keys are templates too, as in Ansible (`set_fact: {"{{ name }}": ...}`).
         return {
-            (str(_render_string(k, variables)) if isinstance(k, str) else k): render(v, variables)
+            (str(_render_string(k, variables)) if isinstance(k, str) else k): _render_value(v, variables)
             for k, v in value.items()
         }
     if isinstance(value, list | tuple):
-        return [render(v, variables) for v in value]
+        return [_render_value(v, variables) for v in value]
     return value
 
 
 def evaluate(expression: str, variables: Mapping[str, Any]) -> Any:
-    """Value of a bare expression (as in `when:`); `{{ expr }}` is accepted too."""
+    """Value of a bare expression (as in `when:`); `{{ expr }}` is accepted too. The value is
+    plain JSON data."""
     if not isinstance(expression, str):
         return expression
     inner = _single_expression(expression)
     if inner is None and is_template(expression):
         return _render_string(expression, variables)
-    try:
-        return _unwrap(_compile_expression(inner if inner is not None else expression)(**variables))
-    except Exception as exc:
-        raise _describe(exc) from None
+    with _rendering():
+        return _plain(_compile_expression(inner if inner is not None else expression)(**variables))
 
 
 def evaluate_bool(expression: str | bool, variables: Mapping[str, Any]) -> bool:
@@ -442,5 +270,34 @@ def evaluate_bool(expression: str | bool, variables: Mapping[str, Any]) -> bool:
         return expression
     value = evaluate(expression, variables)
     if isinstance(value, str):
-        return _test_truthy(value)
+        return test_truthy(value)
     return bool(value)
+
+
+LIMITS: dict[str, int] = {
+    "MAX_RENDER_STEPS": MAX_RENDER_STEPS,
+    "MAX_RENDER_WORK": MAX_RENDER_WORK,
+    "MAX_STRING_LENGTH": MAX_STRING_LENGTH,
+    "MAX_LIST_LENGTH": MAX_LIST_LENGTH,
+    "MAX_INT_BITS": MAX_INT_BITS,
+    "MAX_FORMAT_WIDTH": MAX_FORMAT_WIDTH,
+    "MAX_CALL_DEPTH": MAX_CALL_DEPTH,
+    "MAX_VALUE_DEPTH": MAX_VALUE_DEPTH,
+    "MAX_RESULT_SIZE": MAX_RESULT_SIZE,
+    "MAX_REGEX_LENGTH": MAX_REGEX_LENGTH,
+}
+
+__all__ = [
+    "LIMITS",
+    "LimitError",
+    "TemplateError",
+    "check_expression",
+    "check_syntax",
+    "evaluate",
+    "evaluate_bool",
+    "is_template",
+    "probing_constants",
+    "quote",
+    "render",
+    "version_compare",
+]

@@ -19,6 +19,7 @@ from pitstop.runbook.inventory import Inventory
 from pitstop.runbook.models import Gate, Observe, Rolling, Runbook, SourcePos, Stage, Task
 from pitstop.runbook.patterns import PatternError
 from pitstop.runbook.tasks import TaskParser, check_expressions, parse_gate
+from pitstop.runbook.templating import probing_constants
 
 RUNBOOK_KEYS = ["name", "description", "vars", "approvers", "stages", "handlers", "rollback", "cluster"]
 STAGE_KEYS = [
@@ -42,8 +43,10 @@ _RESERVED_STAGE_NAMES = frozenset({"handlers", "rollback"})
 
 
 def load_runbook(path: str | Path, inventory: Inventory | None = None) -> Runbook:
-    """Load and validate a runbook; with an inventory, stage host patterns are resolved too."""
-    return parse_runbook(load_yaml(path), inventory)
+    """Load and validate a runbook; with an inventory, stage host patterns are resolved too.
+    Expressions that use no variable are evaluated (bounded) and refused if they fail."""
+    with probing_constants():
+        return parse_runbook(load_yaml(path), inventory)
 
 
 def parse_runbook(doc: YamlDoc, inventory: Inventory | None = None) -> Runbook:
@@ -228,11 +231,12 @@ def load_any(path: str | Path, inventory: Inventory | None = None) -> Runbook | 
     from pitstop.runbook.inventory import parse_inventory
 
     doc = load_yaml(path)
-    if isinstance(doc.data, list):
-        return validate_task_list(doc)
-    if isinstance(doc.data, dict) and "all" in doc.data:
-        return parse_inventory(doc)
-    return parse_runbook(doc, inventory)
+    with probing_constants():
+        if isinstance(doc.data, list):
+            return validate_task_list(doc)
+        if isinstance(doc.data, dict) and "all" in doc.data:
+            return parse_inventory(doc)
+        return parse_runbook(doc, inventory)
 
 
 __all__ = ["RunbookError", "load_any", "load_runbook", "parse_runbook"]

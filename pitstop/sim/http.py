@@ -15,9 +15,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from aiohttp import web
-from ruamel.yaml import YAML
 from ruamel.yaml.error import YAMLError
 
+from pitstop.safe_yaml import safe_load
 from pitstop.sim import openapi, tables
 from pitstop.sim.admin import AdminRoutes
 from pitstop.sim.api import KubeApi
@@ -248,7 +248,7 @@ class HttpFrontend:
             )
         try:
             if "yaml" in content_type:
-                return YAML(typ="safe", pure=True).load(raw.decode())
+                return safe_load(raw.decode())
             return json.loads(raw)
         except (json.JSONDecodeError, YAMLError, UnicodeDecodeError) as exc:
             raise bad_request(f"error decoding request body: {exc}") from None

@@ -19,8 +19,9 @@ from __future__ import annotations
 from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
-from ruamel.yaml import YAML
 from ruamel.yaml.error import YAMLError
+
+from pitstop.safe_yaml import safe_load_file
 
 
 class ApproverMapError(ValueError):
@@ -73,7 +74,7 @@ def load_approver_map(path: Path | None) -> ApproverMap:
     if path is None:
         return ApproverMap()
     try:
-        data = YAML(typ="safe").load(path.read_text(encoding="utf-8"))
+        data = safe_load_file(path)
     except OSError as exc:
         raise ApproverMapError(f"PITSTOP_SLACK_APPROVERS={path}: cannot read it: {exc.strerror}") from None
     except YAMLError as exc:
