@@ -27,6 +27,7 @@ import base64
 import binascii
 import contextlib
 import json
+import re
 from collections.abc import Iterator, Mapping
 from contextvars import ContextVar
 from typing import Any
@@ -44,6 +45,14 @@ _SEEN: ContextVar[set[str] | None] = ContextVar("pitstop_redacted_values", defau
 
 def marker(size: int, changed: bool = False) -> str:
     return f"<redacted: {size} bytes{', changed' if changed else ''}>"
+
+
+_MARKER = re.compile(r"^<redacted: \d+ bytes(, changed)?>$")
+
+
+def _is_marker(value: Any) -> bool:
+    """Redacting twice changes nothing (a module redacts, then the wrapper looks again)."""
+    return isinstance(value, str) and bool(_MARKER.match(value))
 
 
 # --- which objects -------------------------------------------------------------------------
@@ -99,6 +108,8 @@ def _decoded(value: str) -> bytes | None:
 
 def _redact_encoded(value: Any) -> str:
     """A `data`/`binaryData` value (base64 on the wire): its decoded size."""
+    if _is_marker(value):
+        return str(value)
     if not isinstance(value, str):
         return marker(len(json.dumps(value, default=str).encode()))
     raw = _decoded(value)
@@ -112,6 +123,8 @@ def _redact_encoded(value: Any) -> str:
 
 def _redact_plain(value: Any) -> str:
     """A `stringData` value (plain text)."""
+    if _is_marker(value):
+        return str(value)
     text = value if isinstance(value, str) else json.dumps(value, default=str)
     _remember(text)
     return marker(len(text.encode()))
@@ -127,6 +140,8 @@ def _redact_map(values: Any, encoded: bool) -> Any:
 def _redact_last_applied(text: Any, kind: str) -> str:
     """The annotation kubectl and kube.apply write: the applied object as JSON, itself redacted
     (and re-serialized) so the diff still shows its shape."""
+    if _is_marker(text):
+        return str(text)
     if not isinstance(text, str):
         return marker(len(json.dumps(text, default=str).encode()))
     _remember(text)
