@@ -511,7 +511,7 @@ def object_problem(entry: ObjectTypeDef, head: dict[str, Any] | None) -> str | N
     if head is None:
         return "it disappeared while retention looked at it"
     metadata = head.get("Metadata", {}) or {}
-    if not _SHA256_HEX.match(str(metadata.get("sha256", ""))):
+    if not _SHA256_HEX.fullmatch(str(metadata.get("sha256", ""))):
         return "it has no sha256 metadata as storage.upload writes it"
     size = head.get("ContentLength")
     if entry.get("Size") is not None and size != entry.get("Size"):

@@ -55,7 +55,7 @@ KeepReason = Literal["last_hour", "hourly", "daily", "weekly", "keep_last", "new
 
 
 def check_cluster_name(cluster: str) -> str:
-    if not _CLUSTER.match(cluster):
+    if not _CLUSTER.fullmatch(cluster):
         raise ValueError(
             f"cluster name {cluster!r} cannot be used in an object key; use letters, digits, '.', '_' "
             "and '-' (at most 63 characters, starting with a letter or digit)"

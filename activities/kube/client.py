@@ -332,9 +332,10 @@ def node_path(name: str) -> str:
 
 
 def pods_path(namespace: str | None = None) -> str:
-    return (
-        f"/api/v1/namespaces/{segment(namespace, 'namespace', 'label')}/pods" if namespace else "/api/v1/pods"
-    )
+    """Pods of one namespace, or of every namespace (None); an empty namespace is refused."""
+    if namespace is None:
+        return "/api/v1/pods"
+    return f"/api/v1/namespaces/{segment(namespace, 'namespace', 'label')}/pods"
 
 
 def pod_path(namespace: str, name: str) -> str:
@@ -351,11 +352,9 @@ def job_path(namespace: str, name: str) -> str:
 
 def pdbs_path(namespace: str | None = None) -> str:
     base = "/apis/policy/v1"
-    return (
-        f"{base}/namespaces/{segment(namespace, 'namespace', 'label')}/poddisruptionbudgets"
-        if namespace
-        else f"{base}/poddisruptionbudgets"
-    )
+    if namespace is None:
+        return f"{base}/poddisruptionbudgets"
+    return f"{base}/namespaces/{segment(namespace, 'namespace', 'label')}/poddisruptionbudgets"
 
 
 KUEUE_GROUP = "kueue.x-k8s.io"

@@ -47,9 +47,9 @@ def check_name(value: str, what: str, rule: str = "subdomain") -> str:
     """`value` unchanged when the apiserver would accept it as `what` (`node name`,
     `namespace`...) under `rule` (`label`, `subdomain`, `segment`); InvalidName otherwise."""
     if rule == "label":
-        ok = bool(DNS_LABEL.match(value))
+        ok = bool(DNS_LABEL.fullmatch(value))
     elif rule == "subdomain":
-        ok = len(value) <= MAX_SUBDOMAIN and bool(DNS_SUBDOMAIN.match(value))
+        ok = len(value) <= MAX_SUBDOMAIN and bool(DNS_SUBDOMAIN.fullmatch(value))
     elif rule == "segment":
         ok = value not in ("", ".", "..") and not any(c in value for c in "/%") and value.isprintable()
     else:  # pragma: no cover - a bug in the caller
@@ -60,7 +60,7 @@ def check_name(value: str, what: str, rule: str = "subdomain") -> str:
 
 
 def check_api_version(value: str) -> str:
-    if not API_VERSION.match(value):
+    if not API_VERSION.fullmatch(value):
         raise InvalidName(
             f"{value!r} is not a valid apiVersion: write `v1` or `<group>/<version>` "
             "(e.g. apps/v1, kueue.x-k8s.io/v1beta1)"

@@ -52,7 +52,7 @@ _MARKER = re.compile(r"^<redacted: \d+ bytes(, changed)?>$")
 
 def _is_marker(value: Any) -> bool:
     """Redacting twice changes nothing (a module redacts, then the wrapper looks again)."""
-    return isinstance(value, str) and bool(_MARKER.match(value))
+    return isinstance(value, str) and bool(_MARKER.fullmatch(value))
 
 
 # --- which objects -------------------------------------------------------------------------

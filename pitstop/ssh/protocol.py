@@ -52,7 +52,7 @@ SAFE_DIR = re.compile(r"^/[A-Za-z0-9_./+@:-]*$")
 
 
 def check_updater(value: str) -> str:
-    if not SAFE_WORD.match(value):
+    if not SAFE_WORD.fullmatch(value):
         raise ValueError(
             f"updater {value!r} must be a command name or path (letters, digits and _ . / + @ : -, "
             "not starting with '-'); it is run as `UPDATER --current`, never through a shell"
@@ -61,7 +61,7 @@ def check_updater(value: str) -> str:
 
 
 def check_state_dir(value: str) -> str:
-    if not SAFE_DIR.match(value) or "/../" in f"{value}/":
+    if not SAFE_DIR.fullmatch(value) or "/../" in f"{value}/":
         raise ValueError(
             f"state_dir {value!r} must be an absolute directory on the node (letters, digits and "
             "_ . / + @ : -, no '..')"
@@ -199,9 +199,9 @@ def marker_line(boot_id: str, run_id: str, task_path: str, target: str) -> str:
 
 def apply_command(files: FirmwareFiles, updater: str, line: str, become: bool = False) -> str:
     for value in (updater, files.image, files.marker, files.log, files.rc):
-        if not SAFE_WORD.match(value):
+        if not SAFE_WORD.fullmatch(value):
             raise ValueError(f"unsafe path or command for the firmware updater: {value!r}")
-    if not _MARKER_LINE.match(line):
+    if not _MARKER_LINE.fullmatch(line):
         raise ValueError(f"unsafe marker line for the firmware updater: {line!r}")
     q = shlex.quote  # leaves the checked values as they are; kept so no edit can forget it
     script = _APPLY.format(
