@@ -14,9 +14,9 @@ Markers (OpenSSH's sshd(8) "SSH_KNOWN_HOSTS FILE FORMAT"):
 from __future__ import annotations
 
 import hashlib
+import re
 import threading
 from dataclasses import dataclass, field
-from fnmatch import fnmatchcase
 from pathlib import Path
 
 import paramiko
@@ -93,6 +93,12 @@ class KnownHosts:
         return host_key_unknown(name, offered.get_name(), fingerprint(offered), self.source, hint)
 
 
+def _glob(name: str, pattern: str) -> bool:
+    """OpenSSH's wildcards: `*` and `?` only (`[` is literal, as in `[host]:port`)."""
+    regex = "".join(".*" if c == "*" else "." if c == "?" else re.escape(c) for c in pattern)
+    return re.fullmatch(regex, name, re.IGNORECASE) is not None
+
+
 def _matches(name: str, patterns: list[str]) -> bool:
     """OpenSSH host patterns (`*`, `?`, `!negation`) against a known_hosts name."""
     host = name
@@ -101,7 +107,7 @@ def _matches(name: str, patterns: list[str]) -> bool:
     for pattern in patterns:
         negated = pattern.startswith("!")
         body = pattern[1:] if negated else pattern
-        if fnmatchcase(host, body) or fnmatchcase(bare, body):
+        if _glob(host, body) or _glob(bare, body):
             if negated:
                 return False
             allowed = True
