@@ -24,6 +24,8 @@ from typer.testing import CliRunner
 from activities.ssh import ssh_facts, ssh_firmware_update
 from pitstop.cli import app
 from pitstop.module_args.ssh import FactsArgs, FirmwareUpdateArgs
+from pitstop.runbook import Task, evaluate_bool, load_runbook
+from pitstop.runbook.tasks import load_task_file
 from pitstop.ssh import protocol
 from pitstop.ssh.commands import shell_command, with_become
 from pitstop.ssh.execute import run_command
@@ -232,3 +234,43 @@ async def test_an_updater_from_extra_vars_is_refused_by_the_run_in_check_mode(
     assert host.status == "failed"
     assert "must be a command name or path" in host.msg
     assert not marker.exists()
+
+
+# --- the shipped runbooks: values that reach the nodes' root commands are checked first -----
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def _assert_task(tasks: list[Task], name: str) -> Task:
+    found = [t for top in tasks for t in top.walk() if t.name == name]
+    assert len(found) == 1, name
+    return found[0]
+
+
+def _holds(task: Task, variables: dict[str, object]) -> bool:
+    return all(evaluate_bool(condition, variables) for condition in task.args["that"])
+
+
+def test_the_upgrade_refuses_extra_vars_that_are_not_versions_or_packages() -> None:
+    runbook = load_runbook(REPO / "runbooks" / "platform-upgrade.yaml")
+    check = _assert_task(
+        runbook.stages[0].tasks,
+        "What the nodes' root commands will be given is a version or a package, nothing else",
+    )
+    assert runbook.stages[0].tasks[0].block is not None and runbook.stages[0].tasks[0].block[0] == check
+    assert _holds(check, dict(runbook.vars)), "the shipped defaults pass"
+    for name in ("kubernetes_target", "kube_package_version", "driver_package"):
+        for value in HOSTILE:
+            assert not _holds(check, {**runbook.vars, name: str(runbook.vars[name]) + value}), (name, value)
+            assert not _holds(check, {**runbook.vars, name: value}), (name, value)
+
+
+def test_a_node_cannot_inject_into_its_own_rollback_command() -> None:
+    _, tasks = load_task_file(REPO / "runbooks" / "tasks" / "upgrade-gpu-node.yaml")
+    version = _assert_task(tasks, "The driver the node reports is a version")
+    package = _assert_task(tasks, "The package to roll back to is a package and a version")
+    assert _holds(version, {"before": {"gpu_driver": "550.54.15"}})
+    assert _holds(package, {"driver_package_before": "nvidia-driver-550=550.54.15-0ubuntu1"})
+    for value in HOSTILE:
+        assert not _holds(version, {"before": {"gpu_driver": f"550.54.15{value}"}}), value
+        assert not _holds(package, {"driver_package_before": f"nvidia-driver-550=550.54{value}"}), value
