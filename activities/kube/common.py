@@ -22,7 +22,7 @@ from temporalio.exceptions import ApplicationError, CancelledError
 from activities.kube.client import ApiStatus, Kube, KubeConfigError, Unreachable, api_client
 from pitstop.contracts import ModuleCall, ModuleResult
 from pitstop.kube.names import InvalidName, check_name
-from pitstop.kube.redact import collecting, redact_tree, scrub_text
+from pitstop.kube.redact import collecting, redact_tree, scrub_text, scrub_tree
 
 ModuleFn = Callable[[ModuleCall], ModuleResult]
 
@@ -147,9 +147,9 @@ def api_errors(what: str) -> Iterator[None]:
 
 
 def scrubbed_result(result: ModuleResult, seen: set[str]) -> ModuleResult:
-    """`result` with every object in its data redacted and no redacted value in its text."""
+    """`result` with every object in its data redacted and no redacted value anywhere in it."""
     texts = {key: scrub_text(getattr(result, key), seen) for key in ("msg", "stdout", "stderr", "diff")}
-    return result.model_copy(update={"data": redact_tree(result.data), **texts})
+    return result.model_copy(update={"data": scrub_tree(redact_tree(result.data), seen), **texts})
 
 
 def kube_module(name: str) -> Callable[[ModuleFn], ModuleFn]:

@@ -257,6 +257,19 @@ def redact_tree(value: Any) -> Any:
 # --- free text -----------------------------------------------------------------------------
 
 
+def scrub_tree(value: Any, values: set[str]) -> Any:
+    """`value` with `scrub_text` applied to every string inside it (keys included)."""
+    if not values:
+        return value
+    if isinstance(value, str):
+        return scrub_text(value, values)
+    if isinstance(value, Mapping):
+        return {scrub_tree(key, values): scrub_tree(item, values) for key, item in value.items()}
+    if isinstance(value, list):
+        return [scrub_tree(item, values) for item in value]
+    return value
+
+
 @contextlib.contextmanager
 def collecting() -> Iterator[set[str]]:
     """Remember the values redacted while the block runs (one activity), for `scrub_text`."""
@@ -290,4 +303,5 @@ __all__ = [
     "redact_pair",
     "redact_tree",
     "scrub_text",
+    "scrub_tree",
 ]

@@ -248,7 +248,9 @@ def _leaky(call: ModuleCall) -> ModuleResult:
     value = base64.b64decode(secret["data"]["token"]).decode()
     if call.args.get("fail"):
         fail("PreconditionFailed", f"token {value} rejected ({secret['data']['token']})")
-    return ModuleResult(msg=f"read {value}", stdout=value, data={"shown": shown, "raw": secret})
+    return ModuleResult(
+        msg=f"read {value}", stdout=value, data={"shown": shown, "raw": secret, "copied": [f"value={value}"]}
+    )
 
 
 def test_the_kube_module_wrapper_redacts_results_and_scrubs_text_and_errors(
@@ -260,7 +262,7 @@ def test_the_kube_module_wrapper_redacts_results_and_scrubs_text_and_errors(
     call = module_runner.call(sim, "test.leaky_secret_reader", {"secret": secret})
     result: ModuleResult = module_runner.env().run(_leaky, call)
     _assert_clean(result.model_dump(), token)
-    assert result.msg == "read <redacted>"
+    assert result.msg == "read <redacted>" and result.data["copied"] == ["value=<redacted>"]
     failing = module_runner.call(sim, "test.leaky_secret_reader", {"secret": secret, "fail": True})
     with pytest.raises(ApplicationError) as err:
         module_runner.env().run(_leaky, failing)
