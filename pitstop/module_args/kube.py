@@ -429,5 +429,9 @@ JOB = _spec(
     start_to_close=timedelta(hours=2),
     heartbeat=LONG_WAIT_HEARTBEAT,
 )
-GET = _spec("kube.get", GetArgs, "Read Kubernetes objects (read-only).")
-PATCH = _spec("kube.patch", PatchArgs, "Patch a Kubernetes object; check mode shows the diff.")
+GET = _spec(
+    "kube.get",
+    GetArgs,
+    "Read Kubernetes objects (read-only); Secret values and Helm payloads come back redacted.",
+)
+PATCH = _spec("kube.patch", PatchArgs, "Patch a Kubernetes object; check mode shows the (redacted) diff.")
