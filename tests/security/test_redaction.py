@@ -327,3 +327,36 @@ async def test_a_run_reading_a_secret_leaves_no_value_in_history(
     assert report.status == "succeeded", report.msg
     outcomes = {t.name: t for h in report.stages[0].hosts for t in h.tasks}
     assert outcomes["its keys are there, its values are not"].status == "ok"
+
+
+def test_a_secret_written_inline_in_kube_apply_is_refused_before_it_reaches_history(tmp_path: Path) -> None:
+    """Module arguments are the activity's input, in history: a Secret's values never belong there."""
+    from typer.testing import CliRunner
+
+    from pitstop.cli import app
+
+    token = _token()
+    runbook = tmp_path / "apply.yaml"
+    runbook.write_text(
+        textwrap.dedent(
+            f"""\
+            name: apply
+            hosts: localhost
+            tasks:
+              - kube.apply:
+                  definition:
+                    apiVersion: v1
+                    kind: Secret
+                    metadata: {{name: db}}
+                    data: {{blob: {_b64(token)}}}
+            """
+        )
+    )
+    result = CliRunner().invoke(app, ["validate", str(runbook)])
+    assert result.exit_code == 1
+    shown = " ".join(result.output.split())
+    assert (
+        f"{runbook}:5:" in shown
+        and "a Secret with data written inline would be stored in the run's history" in shown
+    )
+    assert _b64(token) not in result.output
