@@ -356,7 +356,7 @@ def test_a_secret_written_inline_in_kube_apply_is_refused_before_it_reaches_hist
     assert result.exit_code == 1
     shown = " ".join(result.output.split())
     assert (
-        f"{runbook}:5:" in shown
+        f"{runbook}:6:9:" in shown
         and "a Secret with data written inline would be stored in the run's history" in shown
     )
     assert _b64(token) not in result.output
