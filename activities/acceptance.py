@@ -25,7 +25,7 @@ from botocore.exceptions import BotoCoreError, ClientError
 from activities import acceptance_jobs as jobs_probes
 from activities._args import parse_args
 from activities.acceptance_jobs import Jobs
-from activities.kube.client import ApiStatus, Kube, Obj, pods_path
+from activities.kube.client import ApiStatus, Kube, Obj, namespaced, pod_path, pods_path
 from activities.kube.common import Deadline, beat, fail, first_details, kube_for, kube_module, pause
 from activities.storage import s3_client
 from pitstop.acceptance.judge import Measurement, Policy, judge, not_measured
@@ -157,7 +157,7 @@ def scheduling(c: Cluster) -> Measurement:
 
 
 def _deployment_ready(c: Cluster, ref: Workload) -> Measurement:
-    path = f"/apis/apps/v1/namespaces/{ref.namespace}/deployments/{ref.name}"
+    path = namespaced("/apis/apps/v1", "deployments", ref.namespace, ref.name)
     deployment = c.kube.get_or_none(path)
     if deployment is None:
         return Measurement(ok=False, detail=f"Deployment {ref.namespace}/{ref.name} not found")
@@ -220,7 +220,7 @@ def logs(c: Cluster) -> Measurement:
         return not_measured("no running pod whose log could be read")
     pod = running[0]
     where = f"{namespace_of(pod)}/{name_of(pod)}"
-    c.kube.text(f"{pods_path(namespace_of(pod))}/{name_of(pod)}/log", tailLines=5)
+    c.kube.text(f"{pod_path(namespace_of(pod), name_of(pod))}/log", tailLines=5)
     return Measurement(ok=True, detail=f"read the log of {where}")
 
 
@@ -398,7 +398,7 @@ def scaling(c: Cluster, check_mode: bool) -> Measurement:
         return not_measured("scaling test not configured (scaling: namespace, name); it changes replicas")
     if check_mode:
         return not_measured(f"check mode: would scale {ref.namespace}/{ref.name} out by one and back")
-    path = f"/apis/apps/v1/namespaces/{ref.namespace}/deployments/{ref.name}"
+    path = namespaced("/apis/apps/v1", "deployments", ref.namespace, ref.name)
     deployment = c.kube.get_or_none(path)
     if deployment is None:
         return Measurement(ok=False, detail=f"Deployment {ref.namespace}/{ref.name} not found")

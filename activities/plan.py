@@ -34,6 +34,7 @@ from pitstop.runbook import (
     load_runbook,
     render,
 )
+from pitstop.runbook.eviction import bypass_notes
 from pitstop.slack.config import run_default_channel
 
 LOCALHOST = "localhost"
@@ -82,18 +83,21 @@ def plan_from(runbook: Runbook, inventory: Inventory, request: RunRequest, defau
     limit = set(inventory.resolve(request.limit)) if request.limit else None
     hostvars: dict[str, dict[str, Any]] = {}
     stages: list[PlannedStage] = []
+    notes = bypass_notes(runbook)
     for stage in runbook.stages:
         hosts = [h for h in _stage_hosts(inventory, stage.hosts) if limit is None or h in limit]
         domains: dict[str, str] = {}
         for host in hosts:
             hv = hostvars.setdefault(host, _hostvars(inventory, host))
             domains[host] = _domain(stage.rolling.domain if stage.rolling else None, hv, runbook, stage.vars)
-        stages.append(PlannedStage(name=stage.name, hosts=hosts, domains=domains))
+        warnings = [f"stage '{stage.name}': {notes[stage.name]}"] if stage.name in notes else []
+        stages.append(PlannedStage(name=stage.name, hosts=hosts, domains=domains, warnings=warnings))
     hostvars.setdefault(LOCALHOST, _hostvars(inventory, LOCALHOST))
     cluster = inventory.cluster
     plan_body = {
         "runbook": _canonical(runbook.model_dump(mode="json")),
-        "stages": [s.model_dump(mode="json") for s in stages],
+        # Warnings derive from the runbook (hashed above): not part of the hosts hash.
+        "stages": [s.model_dump(mode="json", exclude={"warnings"}) for s in stages],
     }
     hashes = PlanHashes(
         runbook=_sha(plan_body["runbook"]),

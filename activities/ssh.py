@@ -10,8 +10,9 @@ Activities are plain `def`s: paramiko blocks, so they run on the worker's thread
 
 Remote protocol: what the modules send to a node
 ------------------------------------------------
-Each line is one SSH `exec` request on its own session channel, sent as written (paths are
-`shlex.quote`d, which leaves plain paths unchanged). With `become: true` a command is sent
+Each line is one SSH `exec` request on its own session channel, sent as written (every value
+pitstop puts in, paths, the updater, package names, is `shlex.quote`d, which leaves plain
+names unchanged: a hostile value is one argument, never code). With `become: true` a command is sent
 as `sudo -n [-u USER] -- sh -c '<command>'` (`pitstop.ssh.protocol.unwrap_become` undoes it).
 A simulated node answers these; anything else it may refuse with exit status 127.
 

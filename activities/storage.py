@@ -24,6 +24,7 @@ import hashlib
 import json
 import logging
 import os
+import re
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -49,6 +50,7 @@ from pitstop.retention import (
     select,
     snapshot_key,
     snapshot_time,
+    why_ignored,
 )
 from pitstop.secrets import SecretNotFound, resolve_secret
 
@@ -302,7 +304,8 @@ def upload_file(
                 "overwrite another snapshot"
             )
         aborted = abort_stale_uploads(client, bucket, key)
-        meta = {**(metadata or {}), "sha256": sha}
+        # sha256 and size are what retention and downloads check an object against.
+        meta = {**(metadata or {}), "sha256": sha, "size": str(size)}
         extra: dict[str, Any] = {}
         if sse is not None:
             extra["ServerSideEncryption"] = sse
@@ -498,6 +501,41 @@ def snapshot_objects(client: S3Client, bucket: str, prefix: str) -> list[tuple[s
     return sorted(found, key=lambda item: (item[1], item[0]))
 
 
+_SHA256_HEX = re.compile(r"^[0-9a-f]{64}$")
+
+
+def object_problem(entry: ObjectTypeDef, head: dict[str, Any] | None) -> str | None:
+    """Why a listed object is not a snapshot as `upload_file` writes one (None: it is): its
+    sha256 metadata, and its size as upload recorded it (objects from before pitstop recorded
+    the size are judged by their sha256 alone) and as the listing reports it."""
+    if head is None:
+        return "it disappeared while retention looked at it"
+    metadata = head.get("Metadata", {}) or {}
+    if not _SHA256_HEX.fullmatch(str(metadata.get("sha256", ""))):
+        return "it has no sha256 metadata as storage.upload writes it"
+    size = head.get("ContentLength")
+    if entry.get("Size") is not None and size != entry.get("Size"):
+        return f"its size changed while retention looked at it ({entry.get('Size')} -> {size} bytes)"
+    recorded = metadata.get("size")
+    if recorded is not None and str(size) != recorded:
+        return f"it holds {size} bytes but storage.upload recorded {recorded}"
+    return None
+
+
+def listed_snapshot(
+    client: S3Client, bucket: str, key: str, taken: datetime, entry: ObjectTypeDef, verified: bool = False
+) -> Snapshot:
+    """A listed object as retention judges it: the store's upload time and its problem, if any."""
+    uploaded = entry.get("LastModified")
+    return Snapshot(
+        key=key,
+        taken_at=taken,
+        verified=verified,
+        uploaded_at=uploaded.astimezone(UTC) if uploaded is not None else None,
+        problem=object_problem(entry, _head(client, bucket, key)),
+    )
+
+
 # ------------------------------------------------------------------ activities
 
 
@@ -616,14 +654,27 @@ def storage_latest(call: ModuleCall) -> ModuleResult:
     except ValueError as exc:
         raise ApplicationError(str(exc), type="InvalidArgs", non_retryable=True) from None
     client = s3_client(args)
+    now = datetime.now(UTC)
+    skipped: list[dict[str, str]] = []
     with s3_errors(f"listing {uri(args.bucket, prefix)}"):
         snapshots = snapshot_objects(client, args.bucket, prefix)
         if not snapshots:
             raise _precondition(f"no snapshot of cluster {args.cluster!r} under {uri(args.bucket, prefix)}")
-        key, taken, entry = snapshots[-1]
+        # The newest real one: a future-dated or damaged object is reported, never restored.
+        for key, taken, entry in reversed(snapshots):
+            why = why_ignored(listed_snapshot(client, args.bucket, key, taken, entry), now)
+            if why is None:
+                break
+            skipped.append({"key": key, "reason": why})
+        else:
+            raise _precondition(
+                f"no usable snapshot of cluster {args.cluster!r} under {uri(args.bucket, prefix)}: "
+                + "; ".join(f"{s['key']}: {s['reason']}" for s in skipped[:5])
+            )
         head = client.head_object(Bucket=args.bucket, Key=key)
     return ModuleResult(
-        msg=f"newest snapshot: {uri(args.bucket, key)} taken {_iso(taken)}",
+        msg=f"newest snapshot: {uri(args.bucket, key)} taken {_iso(taken)}"
+        + (f" ({len(skipped)} newer objects skipped: not real snapshots)" if skipped else ""),
         data={
             "key": key,
             "uri": uri(args.bucket, key),
@@ -633,6 +684,7 @@ def storage_latest(call: ModuleCall) -> ModuleResult:
             "sha256": head.get("Metadata", {}).get("sha256"),
             "metadata": decode_metadata(dict(head.get("Metadata", {}))),
             "snapshots": len(snapshots),
+            "skipped": skipped,
         },
     )
 
@@ -709,7 +761,10 @@ def storage_retention(call: ModuleCall) -> ModuleResult:
         found = snapshot_objects(client, args.bucket, prefix)
         verified = _newest_verified(client, args.bucket, prefix, [key for key, _, _ in found])
         plan = select(
-            [Snapshot(key=key, taken_at=taken, verified=key == verified) for key, taken, _ in found],
+            [
+                listed_snapshot(client, args.bucket, key, taken, entry, verified=key == verified)
+                for key, taken, entry in found
+            ],
             policy,
             datetime.now(UTC),
         )
@@ -719,11 +774,16 @@ def storage_retention(call: ModuleCall) -> ModuleResult:
             "kept": [{"key": key, "reason": reason} for key, reason in sorted(plan.keep.items())],
             "newest": plan.newest.key if plan.newest else None,
             "newest_verified": plan.newest_verified.key if plan.newest_verified else None,
+            # Not real snapshots (future-dated, damaged): left alone, for a person to look at.
+            "ignored": [{"key": key, "reason": why} for key, why in sorted(plan.ignored.items())],
         }
+        for key, why in sorted(plan.ignored.items()):
+            log.warning("retention left %s alone: %s", uri(args.bucket, key), why)
+        ignored = f"; {len(plan.ignored)} objects ignored (not real snapshots)" if plan.ignored else ""
         if call.check_mode:
             return ModuleResult(
                 changed=bool(doomed),
-                msg=f"would delete {len(doomed)} of {len(found)} snapshots under {where}",
+                msg=f"would delete {len(doomed)} of {len(found)} snapshots under {where}{ignored}",
                 data={**data, "would_delete": doomed, "deleted": []},
             )
         for start in range(0, len(doomed), 1000):
@@ -743,7 +803,7 @@ def storage_retention(call: ModuleCall) -> ModuleResult:
         log.info("retention deleted %s", uri(args.bucket, key))
     return ModuleResult(
         changed=bool(doomed),
-        msg=f"kept {len(plan.keep)}, deleted {len(doomed)} snapshots under {where} ({policy.kind})",
+        msg=f"kept {len(plan.keep)}, deleted {len(doomed)} snapshots under {where} ({policy.kind}){ignored}",
         data={**data, "deleted": doomed},
     )
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import inspect
 from typing import Annotated
 
 import typer
@@ -42,6 +43,11 @@ def modules(name: Annotated[str | None, typer.Argument(help="Module to describe.
     if spec.disruptive:
         flags.append("disruptive: the stage must state serial or rolling")
     console.print("; ".join(flags))
+    doc = spec.args_model.__doc__  # the module's own docstring only (not inherited)
+    if doc:
+        # Paragraphs reflowed: the terminal wraps them, not the source file's line breaks.
+        paragraphs = [" ".join(p.split()) for p in inspect.cleandoc(doc).split("\n\n")]
+        console.print("\n\n".join(paragraphs), highlight=False, markup=False)
     table = Table()
     table.add_column("argument")
     table.add_column("type")

@@ -70,6 +70,10 @@ def validate(
             rollout += ", gated"
         table.add_row(stage.name, hosts, rollout, str(sum(len(t.walk()) for t in stage.tasks)))
     console.print(table)
+    from pitstop.runbook.eviction import bypass_notes
+
+    for stage_name, note in bypass_notes(loaded).items():
+        console.print(f"[bold yellow]warning[/bold yellow] stage '{stage_name}': {note}", highlight=False)
     console.print(f"[green]ok[/green] {runbook}")
 
 

@@ -131,6 +131,9 @@ class PlannedStage(BaseModel):
     name: str
     hosts: list[str]
     domains: dict[str, str] = Field(default_factory=dict)
+    # What a reviewer of the plan must not miss about this stage (e.g. it deletes pods
+    # without the Eviction API); shown as the run's notices from the start.
+    warnings: list[str] = Field(default_factory=list)
 
 
 class Plan(BaseModel):

@@ -15,6 +15,16 @@ Both always keep the newest snapshot and the newest *verified* one (a snapshot a
 drill proved restorable), whatever their age: retention must never leave a cluster without
 its last good backup, even after backups stopped for a month.
 
+Only real snapshots count. A key is a claim anyone with write access to the bucket can make,
+so "the newest" is the newest by the store's own upload time (`uploaded_at`, S3's
+LastModified), and a snapshot is left out of retention altogether (never counted, never
+newest, never deleted, reported in `RetentionPlan.ignored`) when:
+* its key's time is in the future, or after the store received it (beyond `CLOCK_SKEW`): a
+  snapshot cannot be taken after it was uploaded, and a future-dated key would otherwise be
+  "the newest" and make the last real snapshot eligible for deletion;
+* the caller found it damaged or foreign (`problem`: no sha256 metadata as `storage.upload`
+  writes it, or a size that differs from what upload recorded).
+
 A snapshot's tier comes from its age; inside a tier, buckets are calendar buckets (UTC hour,
 UTC day, ISO week), not windows sliding with `now`. So retention is stable: a snapshot kept as
 the newest of its bucket is deleted by a later run only once that reason has lapsed — it
@@ -25,13 +35,15 @@ from __future__ import annotations
 
 import re
 from collections.abc import Hashable, Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
 KEY_TIME_FORMAT = "%Y%m%dT%H%M%SZ"
+# How far the worker's, the store's and the snapshot taker's clocks may disagree.
+CLOCK_SKEW = timedelta(minutes=15)
 SNAPSHOT_SUFFIX = ".db"
 _CLUSTER = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$")
 _KEY_TIME = re.compile(r"-(\d{8}T\d{6}Z)\.db$")
@@ -43,7 +55,7 @@ KeepReason = Literal["last_hour", "hourly", "daily", "weekly", "keep_last", "new
 
 
 def check_cluster_name(cluster: str) -> str:
-    if not _CLUSTER.match(cluster):
+    if not _CLUSTER.fullmatch(cluster):
         raise ValueError(
             f"cluster name {cluster!r} cannot be used in an object key; use letters, digits, '.', '_' "
             "and '-' (at most 63 characters, starting with a letter or digit)"
@@ -118,11 +130,20 @@ class Snapshot:
     taken_at: datetime
     # A restore drill passed for it.
     verified: bool = False
+    # When the store received it (S3 LastModified); None when unknown (then taken_at stands in).
+    uploaded_at: datetime | None = None
+    # Why the object is not a snapshot as `storage.upload` writes one (None: it is).
+    problem: str | None = None
 
     @property
     def order(self) -> tuple[datetime, str]:
         """Newer sorts later; equal times are ordered by key so "the newest" is always one."""
         return (self.taken_at, self.key)
+
+    @property
+    def upload_order(self) -> tuple[datetime, datetime, str]:
+        """By the store's upload time (a key's time is only a claim), then as `order`."""
+        return (self.uploaded_at or self.taken_at, self.taken_at, self.key)
 
 
 @dataclass(frozen=True)
@@ -131,6 +152,23 @@ class RetentionPlan:
     delete: list[Snapshot]
     newest: Snapshot | None
     newest_verified: Snapshot | None
+    # key -> why retention left it alone (future-dated, damaged): never deleted, never counted.
+    ignored: dict[str, str] = field(default_factory=dict)
+
+
+def why_ignored(snapshot: Snapshot, now: datetime) -> str | None:
+    """Why `snapshot` cannot count as a real snapshot (see the module docstring), or None."""
+    if snapshot.problem:
+        return snapshot.problem
+    taken = _utc(snapshot.taken_at)
+    if taken > _utc(now) + CLOCK_SKEW:
+        return f"its key is dated {taken:%Y-%m-%dT%H:%M:%SZ}, in the future"
+    if snapshot.uploaded_at is not None and taken > _utc(snapshot.uploaded_at) + CLOCK_SKEW:
+        return (
+            f"its key is dated {taken:%Y-%m-%dT%H:%M:%SZ}, after the store received it "
+            f"({_utc(snapshot.uploaded_at):%Y-%m-%dT%H:%M:%SZ})"
+        )
+    return None
 
 
 Tier = Literal["last_hour", "hourly", "daily", "weekly", "expired"]
@@ -144,7 +182,7 @@ _KEPT_AS: dict[Tier, KeepReason] = {
 
 def tier_of(snapshot: Snapshot, now: datetime, policy: ExponentialPolicy) -> Tier:
     age = _utc(now) - _utc(snapshot.taken_at)
-    if age < policy.all_for:  # includes snapshots "from the future" (clock skew): keep them
+    if age < policy.all_for:  # includes the few minutes of clock skew `select` tolerates
         return "last_hour"
     if age < policy.hourly_for:
         return "hourly"
@@ -169,12 +207,20 @@ def bucket_of(snapshot: Snapshot, tier: Tier) -> Hashable:
 
 
 def _newest(snapshots: Iterable[Snapshot]) -> Snapshot | None:
-    return max(snapshots, key=lambda s: s.order, default=None)
+    return max(snapshots, key=lambda s: s.upload_order, default=None)
 
 
 def select(snapshots: Iterable[Snapshot], policy: Policy, now: datetime) -> RetentionPlan:
-    """What to keep (with the reason) and what to delete (oldest first)."""
-    items = sorted({s.key: s for s in snapshots}.values(), key=lambda s: s.order)
+    """What to keep (with the reason), what to delete (oldest first), and what to leave alone
+    because it is not a real snapshot (`why_ignored`)."""
+    ignored: dict[str, str] = {}
+    items: list[Snapshot] = []
+    for snapshot in sorted({s.key: s for s in snapshots}.values(), key=lambda s: s.order):
+        reason = why_ignored(snapshot, now)
+        if reason is None:
+            items.append(snapshot)
+        else:
+            ignored[snapshot.key] = reason
     keep: dict[str, KeepReason] = {}
     if isinstance(policy, KeepLastPolicy):
         for snapshot in items[-policy.keep_last :]:
@@ -195,10 +241,13 @@ def select(snapshots: Iterable[Snapshot], policy: Policy, now: datetime) -> Rete
     if newest_verified is not None:
         keep.setdefault(newest_verified.key, "newest_verified")
     delete = [s for s in items if s.key not in keep]
-    return RetentionPlan(keep=keep, delete=delete, newest=newest, newest_verified=newest_verified)
+    return RetentionPlan(
+        keep=keep, delete=delete, newest=newest, newest_verified=newest_verified, ignored=ignored
+    )
 
 
 __all__ = [
+    "CLOCK_SKEW",
     "ExponentialPolicy",
     "KeepLastPolicy",
     "KeepReason",
@@ -213,4 +262,5 @@ __all__ = [
     "snapshot_key",
     "snapshot_time",
     "tier_of",
+    "why_ignored",
 ]

@@ -269,6 +269,8 @@ class RunbookWorkflow:
                 statuses=[
                     StageStatus(name=s.name, hosts={h: "pending" for h in s.hosts}) for s in planned.stages
                 ],
+                # What the plan's reviewer must see first (a stage that bypasses PDBs).
+                notices=[w for s in planned.stages for w in s.warnings],
             )
         progress = self.progress
         self._set_status("running")

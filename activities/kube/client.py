@@ -15,6 +15,7 @@ import threading
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any, Literal
+from urllib.parse import quote
 
 import urllib3
 from kubernetes import client as k8s
@@ -22,6 +23,7 @@ from kubernetes import config as k8s_config
 from kubernetes.client.exceptions import ApiException
 from kubernetes.config.config_exception import ConfigException
 
+from pitstop.kube.names import check_api_version, check_name
 from pitstop.runbook.inventory import ClusterConfig
 
 Obj = dict[str, Any]
@@ -292,33 +294,67 @@ def _reason(exc: BaseException) -> str:
 
 
 # --- paths ------------------------------------------------------------------------------------
+#
+# Every name that goes into a request path passes `segment`: checked against the rule the
+# apiserver applies to that kind of name (so `n1/../../namespaces/default/secrets/x` is refused
+# as a node name before any request, instead of being normalised by the HTTP stack into another
+# resource's path), then percent-encoded. InvalidName becomes InvalidArgs in `common`.
+
+NameRule = Literal["label", "subdomain", "segment"]
+
+
+def segment(value: str, what: str, rule: NameRule = "subdomain") -> str:
+    """`value` as one path segment: refused (InvalidName) unless valid as `what` under `rule`
+    (namespaces: DNS label; nodes, pods, Jobs, ClusterQueues: DNS subdomain; other kinds:
+    a path segment name), then URL-encoded."""
+    return quote(check_name(str(value), what, rule), safe="")
+
+
+def api_base(api_version: str) -> str:
+    """`/api/v1` or `/apis/<group>/<version>` for a checked apiVersion."""
+    check_api_version(api_version)
+    return "/api/v1" if api_version == "v1" else f"/apis/{api_version}"
+
+
+def namespaced(base: str, plural: str, namespace: str | None, name: str | None = None) -> str:
+    """`<base>/[namespaces/<ns>/]<plural>[/<name>]` with both names checked and encoded (names of
+    arbitrary kinds follow the path-segment rule; the apiserver checks the kind's own)."""
+    where = (
+        f"{base}/namespaces/{segment(namespace, 'namespace', 'label')}/{plural}"
+        if namespace
+        else f"{base}/{plural}"
+    )
+    return f"{where}/{segment(name, 'object name', 'segment')}" if name else where
 
 
 def node_path(name: str) -> str:
-    return f"/api/v1/nodes/{name}"
+    return f"/api/v1/nodes/{segment(name, 'node name')}"
 
 
 def pods_path(namespace: str | None = None) -> str:
-    return f"/api/v1/namespaces/{namespace}/pods" if namespace else "/api/v1/pods"
+    """Pods of one namespace, or of every namespace (None); an empty namespace is refused."""
+    if namespace is None:
+        return "/api/v1/pods"
+    return f"/api/v1/namespaces/{segment(namespace, 'namespace', 'label')}/pods"
 
 
 def pod_path(namespace: str, name: str) -> str:
-    return f"/api/v1/namespaces/{namespace}/pods/{name}"
+    return f"{pods_path(namespace)}/{segment(name, 'pod name')}"
 
 
 def jobs_path(namespace: str) -> str:
-    return f"/apis/batch/v1/namespaces/{namespace}/jobs"
+    return f"/apis/batch/v1/namespaces/{segment(namespace, 'namespace', 'label')}/jobs"
 
 
 def job_path(namespace: str, name: str) -> str:
-    return f"{jobs_path(namespace)}/{name}"
+    return f"{jobs_path(namespace)}/{segment(name, 'Job name')}"
 
 
 def pdbs_path(namespace: str | None = None) -> str:
     base = "/apis/policy/v1"
-    return (
-        f"{base}/namespaces/{namespace}/poddisruptionbudgets" if namespace else f"{base}/poddisruptionbudgets"
-    )
+    if namespace is None:
+        return f"{base}/poddisruptionbudgets"
+    return f"{base}/namespaces/{segment(namespace, 'namespace', 'label')}/poddisruptionbudgets"
 
 
 KUEUE_GROUP = "kueue.x-k8s.io"
@@ -326,4 +362,4 @@ KUEUE_GROUP = "kueue.x-k8s.io"
 
 def cluster_queue_path(name: str | None = None) -> str:
     base = f"/apis/{KUEUE_GROUP}/v1beta1/clusterqueues"
-    return f"{base}/{name}" if name else base
+    return f"{base}/{segment(name, 'ClusterQueue name')}" if name else base

@@ -21,6 +21,8 @@ from temporalio.exceptions import ApplicationError, CancelledError
 
 from activities.kube.client import ApiStatus, Kube, KubeConfigError, Unreachable, api_client
 from pitstop.contracts import ModuleCall, ModuleResult
+from pitstop.kube.names import InvalidName, check_name
+from pitstop.kube.redact import collecting, redact_tree, scrub_text, scrub_tree
 
 ModuleFn = Callable[[ModuleCall], ModuleResult]
 
@@ -41,13 +43,18 @@ def kube_for(call: ModuleCall) -> Kube:
 
 
 def node_name(call: ModuleCall, explicit: str | None) -> str:
-    """The `node` argument, else the host's `node_name` var, else the host's inventory name."""
+    """The `node` argument, else the host's `node_name` var, else the host's inventory name;
+    refused (InvalidArgs) unless it is a name the apiserver accepts for a node."""
     if explicit:
-        return explicit
-    value = call.host_vars.get("node_name")
-    if value:
-        return str(value)
-    return call.host
+        name, origin = explicit, "the `node` argument"
+    elif call.host_vars.get("node_name"):
+        name, origin = str(call.host_vars["node_name"]), f"host {call.host}'s `node_name` var"
+    else:
+        name, origin = call.host, "the host's inventory name (set `node_name` for this host)"
+    try:
+        return check_name(name, "node name")
+    except InvalidName as exc:
+        fail("InvalidArgs", f"{call.module}: {exc}; it came from {origin}")
 
 
 # --- time -------------------------------------------------------------------------------------
@@ -129,10 +136,20 @@ def translate(exc: ApiStatus, what: str) -> NoReturn:
 def api_errors(what: str) -> Iterator[None]:
     try:
         yield
+    except InvalidName as exc:
+        # Refused before any request: the apiserver would refuse it too (or, worse, the HTTP
+        # stack would normalise it into another resource's path).
+        fail("InvalidArgs", f"{what}: {exc}")
     except ApiStatus as exc:
         translate(exc, what)
     except Unreachable as exc:
         raise ApplicationError(f"{what}: {exc}", type="ClusterUnreachable") from None
+
+
+def scrubbed_result(result: ModuleResult, seen: set[str]) -> ModuleResult:
+    """`result` with every object in its data redacted and no redacted value anywhere in it."""
+    texts = {key: scrub_text(getattr(result, key), seen) for key in ("msg", "stdout", "stderr", "diff")}
+    return result.model_copy(update={"data": scrub_tree(redact_tree(result.data), seen), **texts})
 
 
 def kube_module(name: str) -> Callable[[ModuleFn], ModuleFn]:
@@ -141,8 +158,18 @@ def kube_module(name: str) -> Callable[[ModuleFn], ModuleFn]:
     def wrap(fn: ModuleFn) -> ModuleFn:
         @functools.wraps(fn)
         def run(call: ModuleCall) -> ModuleResult:
-            with api_errors(name):
-                return fn(call)
+            with collecting() as seen:
+                try:
+                    with api_errors(name):
+                        result = fn(call)
+                except ApplicationError as exc:
+                    scrubbed = scrub_text(exc.message, seen)
+                    if scrubbed == exc.message:
+                        raise
+                    raise ApplicationError(
+                        scrubbed or "", *exc.details, type=exc.type, non_retryable=exc.non_retryable
+                    ) from None
+                return scrubbed_result(result, seen)
 
         return activity.defn(name=f"module.{name}")(run)
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from activities.kube.client import ApiStatus, Kube, Obj
+from activities.kube.client import ApiStatus, Kube, Obj, api_base, namespaced
 
 
 @dataclass(frozen=True)
@@ -18,15 +18,11 @@ class ApiResource:
 
     @property
     def base(self) -> str:
-        return "/api/v1" if self.api_version == "v1" else f"/apis/{self.api_version}"
+        return api_base(self.api_version)
 
     def path(self, namespace: str | None = None, name: str | None = None) -> str:
-        where = (
-            f"{self.base}/namespaces/{namespace}/{self.plural}"
-            if self.namespaced and namespace
-            else f"{self.base}/{self.plural}"
-        )
-        return f"{where}/{name}" if name else where
+        """Names checked and encoded (`client.segment`)."""
+        return namespaced(self.base, self.plural, namespace if self.namespaced else None, name)
 
     @property
     def group_resource(self) -> str:
@@ -44,7 +40,7 @@ class Discovery:
     def kinds(self, api_version: str) -> dict[str, ApiResource] | None:
         """Kinds served in `api_version` (None when the server does not serve that version)."""
         if api_version not in self._lists:
-            base = "/api/v1" if api_version == "v1" else f"/apis/{api_version}"
+            base = api_base(api_version)
             try:
                 listing: Obj | None = self.kube.get(base)
             except ApiStatus as exc:

@@ -1,4 +1,8 @@
-"""kube.get / kube.patch: any kind the cluster serves, found through API discovery."""
+"""kube.get / kube.patch: any kind the cluster serves, found through API discovery.
+
+Objects leave these modules redacted (`pitstop.kube.redact`): a Secret's values, and Helm
+release payloads, never reach the result, the diff or history.
+"""
 
 from __future__ import annotations
 
@@ -6,10 +10,11 @@ import threading
 from dataclasses import dataclass
 
 from activities._args import parse_args
-from activities.kube.client import ApiStatus, Kube
+from activities.kube.client import ApiStatus, Kube, api_base, namespaced
 from activities.kube.common import fail, kube_for, kube_module
 from pitstop.contracts import ModuleCall, ModuleResult
-from pitstop.kube.diff import object_diff
+from pitstop.kube.diff import comparable, object_diff
+from pitstop.kube.redact import redact_object, redact_objects
 from pitstop.module_args.kube import GetArgs, PatchArgs
 
 
@@ -20,12 +25,8 @@ class Resource:
     namespaced: bool
 
     def path(self, namespace: str | None, name: str | None = None) -> str:
-        where = (
-            f"{self.base}/namespaces/{namespace}/{self.plural}"
-            if self.namespaced and namespace
-            else (f"{self.base}/{self.plural}")
-        )
-        return f"{where}/{name}" if name else where
+        """Names checked and encoded (`client.segment`)."""
+        return namespaced(self.base, self.plural, namespace if self.namespaced else None, name)
 
 
 _DISCOVERY: dict[tuple[str, str], dict[str, Resource]] = {}
@@ -33,7 +34,7 @@ _LOCK = threading.Lock()
 
 
 def resource_for(kube: Kube, api_version: str, kind: str) -> Resource:
-    base = "/api/v1" if api_version == "v1" else f"/apis/{api_version}"
+    base = api_base(api_version)
     key = (kube.server, api_version)
     with _LOCK:
         kinds = _DISCOVERY.get(key)
@@ -72,6 +73,8 @@ def get(call: ModuleCall) -> ModuleResult:
         fail("InvalidArgs", f"kube.get: {args.kind} is namespaced; give `namespace` with `name`")
     if args.name:
         obj = kube.get_or_none(res.path(args.namespace, args.name))
+        if obj is not None:
+            obj = redact_object(obj, args.kind)
         found = [obj] if obj is not None else []
         return ModuleResult(
             msg=f"{_label(args, args.name)} {'found' if obj else 'not found'}",
@@ -84,7 +87,7 @@ def get(call: ModuleCall) -> ModuleResult:
         limit=args.limit + 1,
     )
     truncated = len(items) > args.limit
-    items = items[: args.limit]
+    items = redact_objects(items[: args.limit], args.kind)
     return ModuleResult(
         msg=f"{len(items)}{'+' if truncated else ''} {_label(args, None)}",
         data={"resources": items, "count": len(items), "truncated": truncated},
@@ -109,12 +112,21 @@ def patch(call: ModuleCall) -> ModuleResult:
         fail("PreconditionFailed", f"{label} not found in {kube.name}")
     # The server's dry run applies the patch exactly as it would (defaults, strategic lists).
     preview = kube.patch(path, args.patch, args.patch_type, dry_run=True)
-    diff = object_diff(before, preview, label)
-    if not diff:
-        return ModuleResult(msg=f"{label} already matches the patch", data={"resource": before})
+    if comparable(before) == comparable(preview):
+        return ModuleResult(
+            msg=f"{label} already matches the patch", data={"resource": redact_object(before, args.kind)}
+        )
     if call.check_mode:
-        return ModuleResult(changed=True, msg=f"would patch {label}", diff=diff, data={"resource": preview})
+        return ModuleResult(
+            changed=True,
+            msg=f"would patch {label}",
+            diff=object_diff(before, preview, label),
+            data={"resource": redact_object(preview, args.kind)},
+        )
     after = kube.patch(path, args.patch, args.patch_type)
     return ModuleResult(
-        changed=True, msg=f"patched {label}", diff=object_diff(before, after, label), data={"resource": after}
+        changed=True,
+        msg=f"patched {label}",
+        diff=object_diff(before, after, label),
+        data={"resource": redact_object(after, args.kind)},
     )

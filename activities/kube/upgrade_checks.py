@@ -9,7 +9,7 @@ import socket
 from collections.abc import Iterator
 
 from activities._args import parse_args
-from activities.kube.client import ApiStatus, Kube
+from activities.kube.client import ApiStatus, Kube, api_base, namespaced, segment
 from activities.kube.common import Deadline, beat, fail, kube_for, kube_module
 from activities.kube.discovery import Discovery
 from pitstop.compat.deprecations import DeprecationDataError, RemovedApis, load_removed_apis
@@ -31,6 +31,7 @@ from pitstop.kube.crd_webhooks import (
     summary,
 )
 from pitstop.kube.manifests import Manifest, ManifestError, load_manifests, parse_documents
+from pitstop.kube.names import InvalidName
 from pitstop.kube.objects import Obj, annotations_of, name_of, namespace_of, pod_is_ready
 from pitstop.module_args.kube_upgrade import CrdWebhookCheckArgs, DeprecationsArgs
 from pitstop.ssh.target import worker_path
@@ -266,7 +267,11 @@ class Probe:
 
     def _service(self, backend: Backend) -> BackendStatus:
         ns, name = backend.service_namespace or "default", backend.service_name or ""
-        service = self.kube.get_or_none(f"/api/v1/namespaces/{ns}/services/{name}")
+        try:
+            service_path = namespaced("/api/v1", "services", ns, name)
+        except InvalidName as exc:
+            return BackendStatus(ready=False, detail=f"service {ns}/{name}: {exc}")
+        service = self.kube.get_or_none(service_path)
         if service is None:
             return BackendStatus(ready=False, detail=f"service {ns}/{name} does not exist")
         selector = (service.get("spec") or {}).get("selector") or {}
@@ -278,7 +283,7 @@ class Probe:
                 ready=False, detail=f"service {ns}/{name} has no selector and no ready endpoints"
             )
         text = ",".join(f"{k}={v}" for k, v in sorted(selector.items()))
-        pods = self.kube.list(f"/api/v1/namespaces/{ns}/pods", label_selector=text)
+        pods = self.kube.list(namespaced("/api/v1", "pods", ns), label_selector=text)
         ready = [p for p in pods if pod_is_ready(p)]
         if ready:
             return BackendStatus(ready=True, detail=f"{len(ready)} ready pods behind service {ns}/{name}")
@@ -289,7 +294,7 @@ class Probe:
 
     def _endpoints(self, ns: str, name: str) -> int:
         try:
-            endpoints = self.kube.get_or_none(f"/api/v1/namespaces/{ns}/endpoints/{name}")
+            endpoints = self.kube.get_or_none(namespaced("/api/v1", "endpoints", ns, name))
         except ApiStatus:
             return 0
         subsets = (endpoints or {}).get("subsets") or []
@@ -356,7 +361,11 @@ def _resource_count(kube: Kube, crd: Obj) -> tuple[int, bool]:
     if not versions:
         return 0, False
     version = next((v for v in versions if v.get("storage")), versions[0])
-    path = f"/apis/{spec.get('group')}/{version.get('name')}/{(spec.get('names') or {}).get('plural')}"
+    try:
+        base = api_base(f"{spec.get('group')}/{version.get('name')}")
+        path = f"{base}/{segment(str((spec.get('names') or {}).get('plural')), 'resource', 'segment')}"
+    except InvalidName:
+        return 0, False  # not a CRD the apiserver would have accepted: nothing served
     try:
         items = kube.list(path, limit=101)
     except ApiStatus as exc:

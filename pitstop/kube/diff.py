@@ -1,5 +1,6 @@
 """The diff check mode shows for a patch: the object before and after, without the fields
-the apiserver changes on every write."""
+the apiserver changes on every write, and with secret payloads redacted (`pitstop.kube.redact`):
+a diff goes to history like any result."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from pitstop.kube.objects import Obj
+from pitstop.kube.redact import redact_pair
 
 VOLATILE_METADATA = ("resourceVersion", "managedFields", "generation")
 
@@ -23,7 +25,9 @@ def comparable(obj: Mapping[str, Any]) -> Obj:
 
 
 def object_diff(before: Mapping[str, Any], after: Mapping[str, Any], name: str) -> str:
-    """A unified diff of the two objects as sorted JSON; empty when they are the same."""
-    old = json.dumps(comparable(before), indent=2, sort_keys=True).splitlines()
-    new = json.dumps(comparable(after), indent=2, sort_keys=True).splitlines()
+    """A unified diff of the two objects as sorted JSON; empty when they are the same. Secret
+    values never appear: a changed one shows as `<redacted: N bytes, changed>`."""
+    shown_before, shown_after = redact_pair(before, after)
+    old = json.dumps(comparable(shown_before), indent=2, sort_keys=True).splitlines()
+    new = json.dumps(comparable(shown_after), indent=2, sort_keys=True).splitlines()
     return "\n".join(difflib.unified_diff(old, new, f"{name} (before)", f"{name} (after)", lineterm=""))

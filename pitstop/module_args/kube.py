@@ -13,6 +13,7 @@ from typing import Any, Literal
 
 from pydantic import Field, field_validator
 
+from pitstop.kube.names import check_api_version, check_name
 from pitstop.kube.selectors import check_selector
 from pitstop.modules import ModuleArgs, ModuleSpec, RetryDefaults, register
 
@@ -23,6 +24,12 @@ class NodeArgs(ModuleArgs):
     node: str | None = Field(
         default=None, description="Node name; defaults to the host's `node_name` var or its inventory name."
     )
+
+    @field_validator("node")
+    @classmethod
+    def _node_name(cls, value: str | None) -> str | None:
+        # Names go into API paths: only what the apiserver accepts (a DNS-1123 subdomain).
+        return None if value is None else check_name(value, "node name")
 
 
 class _PodSelector(ModuleArgs):
@@ -131,7 +138,13 @@ class DrainArgs(NodeArgs, _PodSelector):
     )
     disable_eviction: bool = Field(
         default=False,
-        description="DELETE pods instead of evicting them (bypasses PDBs). Must be written explicitly.",
+        strict=True,
+        description=(
+            "DELETE pods instead of evicting them: PodDisruptionBudgets are NOT honoured. Only as the "
+            "literal `true` written in the runbook (never a template, so never from -e, vars or the "
+            "inventory), in a stage whose `gate` has `before: true`; `pitstop validate` and the "
+            "plan show every stage that uses it."
+        ),
     )
     retry_interval_seconds: float = Field(default=5.0, gt=0, description="Wait after a 429 from a PDB.")
     max_retry_interval_seconds: float = Field(
@@ -174,6 +187,12 @@ class StopAdmissionArgs(NodeArgs):
     named): the node gets the taint `pitstop.dev/maintenance:NoSchedule`."""
 
     cluster_queues: list[str] = Field(default_factory=list, description="Kueue ClusterQueue names.")
+
+    @field_validator("cluster_queues")
+    @classmethod
+    def _queue_names(cls, value: list[str]) -> list[str]:
+        return [check_name(name, "ClusterQueue name") for name in value]
+
     stop_policy: Literal["Hold", "HoldAndDrain"] = Field(
         default="Hold", description="Hold: admit nothing new. HoldAndDrain also evicts admitted workloads."
     )
@@ -184,6 +203,12 @@ class ResumeAdmissionArgs(NodeArgs):
     the node's `pitstop.dev/maintenance` taint."""
 
     cluster_queues: list[str] = Field(default_factory=list, description="Kueue ClusterQueue names.")
+
+    @field_validator("cluster_queues")
+    @classmethod
+    def _queue_names(cls, value: list[str]) -> list[str]:
+        return [check_name(name, "ClusterQueue name") for name in value]
+
     force: bool = Field(
         default=False, description="Set stopPolicy None even where pitstop did not record stopping it."
     )
@@ -207,6 +232,12 @@ class CapacityCheckArgs(ModuleArgs):
     )
     check_gpus: bool = Field(default=True, description="Check spare GPUs.")
     check_pdbs: bool = Field(default=True, description="Check PodDisruptionBudget headroom.")
+
+    @field_validator("nodes")
+    @classmethod
+    def _node_names(cls, value: list[str]) -> list[str]:
+        return [check_name(name, "node name") for name in value]
+
     pdb_headroom: Literal["now", "sequential"] = Field(
         default="now",
         description="now: the evictions must fit in what each PDB allows at this moment; sequential: "
@@ -234,6 +265,12 @@ class JobArgs(NodeArgs):
     env: dict[str, str] = Field(default_factory=dict, description="Environment variables.")
     name: str = Field(default="pitstop-job", min_length=1, description="Name prefix of the Job.")
     namespace: str = Field(default="default", min_length=1, description="Namespace of the Job.")
+
+    @field_validator("namespace")
+    @classmethod
+    def _namespace(cls, value: str) -> str:
+        return check_name(value, "namespace", "label")
+
     labels: dict[str, str] = Field(
         default_factory=dict, description="Labels of the Job and its pod (e.g. pitstop.dev/validation: dcgm)."
     )
@@ -262,10 +299,34 @@ class _ObjectRef(ModuleArgs):
     kind: str = Field(min_length=1, description="e.g. Node, Pod, Deployment, ClusterQueue.")
     namespace: str | None = Field(default=None, description="Namespace (namespaced kinds).")
 
+    @field_validator("api_version")
+    @classmethod
+    def _api_version(cls, value: str) -> str:
+        return check_api_version(value)
+
+    @field_validator("namespace")
+    @classmethod
+    def _namespace(cls, value: str | None) -> str | None:
+        return None if value is None else check_name(value, "namespace", "label")
+
+    @field_validator("name", check_fields=False)
+    @classmethod
+    def _object_name(cls, value: str | None) -> str | None:
+        # The apiserver checks each kind's own rule; a path segment is what every kind shares.
+        return None if value is None else check_name(value, "object name", "segment")
+
 
 class GetArgs(_ObjectRef):
     """Read objects (read-only; runs in check mode too). Returns `resources` (a list) and,
-    with `name`, `resource` and `exists`."""
+    with `name`, `resource` and `exists`.
+
+    Secrets come back with their keys but not their values: every value of `data` and
+    `stringData` (and the last-applied annotation that repeats them) reads
+    `<redacted: N bytes>`, and Helm release records (Secrets of type `helm.sh/release.v1`,
+    ConfigMaps labelled `owner=helm`) likewise. `when: s.resource.data.token is defined` works;
+    reading the value does not, in check mode or not: whatever a module returns is written to
+    the run's history. A task that needs a Secret's value names the Secret where the value is
+    used (a pod's `secretKeyRef`, a module argument `{secret: NAME}`) instead of reading it."""
 
     name: str | None = Field(default=None, description="One object by name.")
     label_selector: str | None = Field(default=None, description="Label selector for a list.")
@@ -275,7 +336,9 @@ class GetArgs(_ObjectRef):
 
 class PatchArgs(_ObjectRef):
     """Patch one object. Check mode asks the server for a dry run and shows the diff; no
-    difference means no write (changed: false)."""
+    difference means no write (changed: false). Secret values (and Helm release payloads) are
+    redacted in the result and the diff, as in `kube.get`: a changed value shows as
+    `<redacted: N bytes, changed>`."""
 
     name: str = Field(min_length=1, description="Object name.")
     patch: dict[str, Any] | list[dict[str, Any]] = Field(description="The patch document.")
@@ -366,5 +429,9 @@ JOB = _spec(
     start_to_close=timedelta(hours=2),
     heartbeat=LONG_WAIT_HEARTBEAT,
 )
-GET = _spec("kube.get", GetArgs, "Read Kubernetes objects (read-only).")
-PATCH = _spec("kube.patch", PatchArgs, "Patch a Kubernetes object; check mode shows the diff.")
+GET = _spec(
+    "kube.get",
+    GetArgs,
+    "Read Kubernetes objects (read-only); Secret values and Helm payloads come back redacted.",
+)
+PATCH = _spec("kube.patch", PatchArgs, "Patch a Kubernetes object; check mode shows the (redacted) diff.")

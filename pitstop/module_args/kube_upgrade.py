@@ -101,6 +101,26 @@ class ApplyArgs(ModuleArgs):
     def _one_definition(cls, value: object) -> object:
         return [value] if isinstance(value, dict) else value
 
+    @field_validator("definition")
+    @classmethod
+    def _no_inline_secret_values(cls, value: list[dict[str, Any]] | None) -> list[dict[str, Any]] | None:
+        # Module arguments are the activity's input, so they are in the run's history: a Secret
+        # written inline would be stored there in the clear. From a file (`src`) only the path is.
+        for doc in value or []:
+            listed = doc.get("items")
+            items: list[Any] = listed if isinstance(listed, list) else [doc]
+            for item in items:
+                if (
+                    isinstance(item, dict)
+                    and item.get("kind") == "Secret"
+                    and (item.get("data") or item.get("stringData"))
+                ):
+                    raise ValueError(
+                        "a Secret with data written inline would be stored in the run's history; "
+                        "put it in a manifest file and give `src` (kube.apply never returns its values)"
+                    )
+        return value
+
     @model_validator(mode="after")
     def _one_source(self) -> ApplyArgs:
         if (self.src is None) == (self.definition is None):

@@ -5,8 +5,9 @@ from __future__ import annotations
 
 from datetime import timedelta
 
-from pydantic import Field
+from pydantic import Field, field_validator
 
+from pitstop.kube.names import check_name
 from pitstop.modules import ModuleArgs, ModuleSpec, RetryDefaults, register
 
 
@@ -27,6 +28,11 @@ class ObserveArgs(ModuleArgs):
         default_factory=lambda: ["XidError", "DCGMHealthFailure", "GPUUnhealthy"],
         description="Event reasons that count as GPU errors.",
     )
+
+    @field_validator("nodes")
+    @classmethod
+    def _node_names(cls, value: list[str]) -> list[str]:
+        return [check_name(name, "node name") for name in value]
 
 
 OBSERVE = register(

@@ -9,7 +9,7 @@ from __future__ import annotations
 from datetime import timedelta
 from typing import Self
 
-from pydantic import Field, model_validator
+from pydantic import Field, field_validator, model_validator
 
 from pitstop.modules import ModuleArgs, ModuleSpec, RetryDefaults, register
 from pitstop.runbook.durations import Duration
@@ -116,8 +116,14 @@ class CopyArgs(_BecomeArgs):
 
 class FactsArgs(ModuleArgs):
     updater: str = Field(
-        default=protocol.UPDATER, description="Firmware updater whose `--current` is reported."
+        default=protocol.UPDATER,
+        description="Firmware updater whose `--current` is reported: a command name or path (quoted).",
     )
+
+    @field_validator("updater")
+    @classmethod
+    def _updater(cls, value: str) -> str:
+        return protocol.check_updater(value)
 
 
 class FirmwareUpdateArgs(_BecomeRootArgs):
@@ -134,12 +140,24 @@ class FirmwareUpdateArgs(_BecomeRootArgs):
         description="Expected SHA-256 of the image (checked first).",
     )
     updater: str = Field(
-        default=protocol.UPDATER, description="The node's firmware tool (see the updater contract)."
+        default=protocol.UPDATER,
+        description="The node's firmware tool (see the updater contract): a command name or path.",
     )
     state_dir: str = Field(
         default=protocol.STATE_DIR,
-        description="Where pitstop keeps the image, marker, log and exit status on the node.",
+        description="Where pitstop keeps the image, marker, log and exit status on the node (absolute).",
     )
+
+    @field_validator("updater")
+    @classmethod
+    def _updater(cls, value: str) -> str:
+        return protocol.check_updater(value)
+
+    @field_validator("state_dir")
+    @classmethod
+    def _state_dir(cls, value: str) -> str:
+        return protocol.check_state_dir(value)
+
     apply_timeout: Duration = Field(
         default=3600.0, gt=0, description="How long the updater may run (it is never interrupted)."
     )

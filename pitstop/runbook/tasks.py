@@ -9,6 +9,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from pitstop.modules import ModuleSpec, get_module, module_names
+from pitstop.runbook import eviction
 from pitstop.runbook._checks import (
     check_inline_secrets,
     check_secret_ref_fields,
@@ -98,6 +99,9 @@ class TaskParser:
     gates: list[tuple[Gate, Node]] = field(default_factory=list)
     # (handler name, node of the name) for the notify check.
     notifies: list[tuple[str, Node]] = field(default_factory=list)
+    # Position of each `kube.drain` task with `disable_eviction: true` -> the value's node, for
+    # the stage rule of `pitstop.runbook.eviction`.
+    eviction_bypasses: dict[SourcePos, Node] = field(default_factory=dict)
     _import_stack: list[Path] = field(default_factory=list)
     # Display path of each loaded task file -> its real path, to resolve nested imports.
     _real_paths: dict[str, Path] = field(default_factory=dict)
@@ -284,6 +288,8 @@ class TaskParser:
         data["source"] = SourcePos(path=node.path, line=line, column=column)
         data["task_id"] = task_id
         task = validate_model(Task, data, node, "task")
+        if eviction.bypasses(task):
+            self.eviction_bypasses[task.source] = node.child(task.module or "", eviction.ARG)
         notify_node = node.child("notify")
         for index, handler in enumerate(task.notify):
             self.notifies.append(
@@ -305,6 +311,8 @@ class TaskParser:
             raise node.error(f"arguments of module '{spec.name}' must be a mapping, got {type_name(raw)}")
         check_inline_secrets(node)
         check_secret_ref_fields(spec.args_model, node)
+        if spec.name == eviction.MODULE and eviction.ARG in raw:
+            eviction.literal_error(node.child(eviction.ARG))
         return self._validate_args(spec, raw, node, free_form=False)
 
     def _validate_args(

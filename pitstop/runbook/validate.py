@@ -6,6 +6,7 @@ from pathlib import Path
 from typing import Any
 
 from pitstop.modules import get_module
+from pitstop.runbook import eviction
 from pitstop.runbook._checks import (
     check_inline_secrets,
     check_template_syntax,
@@ -109,6 +110,7 @@ def parse_runbook(doc: YamlDoc, inventory: Inventory | None = None) -> Runbook:
         data.pop("description", None)
     runbook = validate_model(Runbook, data, root, "runbook")
     _check_cross_references(runbook, parser, stage_nodes)
+    eviction.check(runbook, parser.eviction_bypasses)
     if inventory is not None:
         for stage, (node, _) in zip(runbook.stages, stage_nodes, strict=True):
             _resolve_hosts(stage, node, inventory)

@@ -29,6 +29,9 @@ class Connection:
         self, target: SSHTarget, client: paramiko.SSHClient, jump: paramiko.SSHClient | None
     ) -> None:
         self.target = target
+        # The host keys this connection was verified with (target, then jump host), re-checked
+        # against known_hosts whenever the pool hands the connection out again.
+        self.server_keys: list[tuple[str, paramiko.PKey]] = []
         self.client = client
         self.jump = jump
         self.created = time.monotonic()
@@ -45,6 +48,15 @@ class Connection:
     def alive(self) -> bool:
         transport = self.client.get_transport()
         return transport is not None and transport.is_active()
+
+    def check_still_trusted(self) -> None:
+        """Raise HostKeyMismatch when known_hosts now marks a key this connection was verified
+        with as @revoked (known_hosts changed while the connection was pooled)."""
+        if not self.server_keys:
+            return
+        known = known_hosts_for(self.target)
+        for name, key in self.server_keys:
+            known.check_offered(name, key)
 
     def open_session(self, command: str) -> paramiko.Channel:
         """A new session channel; failing here means nothing ran on the host."""
@@ -138,6 +150,9 @@ def _open_client(
             allow_agent=False,
             look_for_keys=False,
         )
+        transport = client.get_transport()
+        if transport is not None:
+            known.check_offered(name, transport.get_remote_server_key())
         return client
     except paramiko.BadHostKeyException as exc:
         client.close()
@@ -209,4 +224,11 @@ def open_connection(target: SSHTarget, keepalive_s: float = DEFAULT_KEEPALIVE_S)
     transport = client.get_transport()
     assert transport is not None
     transport.set_keepalive(int(keepalive_s))
-    return Connection(target, client, jump_client)
+    conn = Connection(target, client, jump_client)
+    conn.server_keys.append((target.known_hosts_name, transport.get_remote_server_key()))
+    if jump_client is not None and target.jump is not None:
+        jump_transport = jump_client.get_transport()
+        if jump_transport is not None:
+            name = known_hosts_name(target.jump.host, target.jump.port)
+            conn.server_keys.append((name, jump_transport.get_remote_server_key()))
+    return conn

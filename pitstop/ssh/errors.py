@@ -31,11 +31,13 @@ class ChannelLost(Exception):
         self.reason = reason
 
 
-def host_key_unknown(name: str, key_type: str, fingerprint: str, source: str) -> ApplicationError:
+def host_key_unknown(
+    name: str, key_type: str, fingerprint: str, source: str, hint: str = ""
+) -> ApplicationError:
     return ApplicationError(
         f"host key verification failed: {name} is not in {source}; it offered a {key_type} key "
-        f"with fingerprint {fingerprint}. Verify that fingerprint out of band and add the host's "
-        f"key to {source} (pitstop never accepts unknown host keys)",
+        f"with fingerprint {fingerprint}{hint}. Verify that fingerprint out of band and add the "
+        f"host's key to {source} (pitstop never accepts unknown host keys)",
         type=HOST_KEY_MISMATCH,
         non_retryable=True,
     )
@@ -49,6 +51,17 @@ def host_key_changed(
         f"{key_type} key with fingerprint {fingerprint}; {source} expects {expected}. Someone "
         f"could be intercepting the connection, or the host was reinstalled: verify the new key "
         f"out of band, then update {source}",
+        type=HOST_KEY_MISMATCH,
+        non_retryable=True,
+    )
+
+
+def host_key_revoked(name: str, key_type: str, fingerprint: str, where: str) -> ApplicationError:
+    return ApplicationError(
+        f"host key verification failed: {name} offered a {key_type} key with fingerprint "
+        f"{fingerprint}, which is marked @revoked in {where}. A revoked key must never be trusted: "
+        f"the host (or someone in between) holds a compromised key. Give the host a new key, verify "
+        f"it out of band and list it in known_hosts",
         type=HOST_KEY_MISMATCH,
         non_retryable=True,
     )

@@ -45,11 +45,46 @@ def format_mode(mode: int | None) -> str | None:
     return None if mode is None else f"{mode:04o}"
 
 
+# --- the shell text of each step (every value quoted: a hostile path is one argument) --------
+
+
+def stat_probe(path: str) -> str:
+    q = shlex.quote(path)
+    return f"stat -c '%a %U %G %F' -- {q} && sha256sum -- {q}"
+
+
+def _owner_spec(owner: str | None, group: str | None) -> str:
+    return shlex.quote((owner or "") + (":" + group if group else ""))
+
+
+def attributes_command(path: str, mode: int | None, owner: str | None, group: str | None) -> str | None:
+    """`chmod` and/or `chown` of `path`; None when there is nothing to set."""
+    steps: list[str] = []
+    q = shlex.quote(path)
+    if mode is not None:
+        steps.append(f"chmod {format_mode(int(mode))} -- {q}")
+    if owner or group:
+        steps.append(f"chown {_owner_spec(owner, group)} -- {q}")
+    return " && ".join(steps) or None
+
+
+def install_command(
+    staged: str, final_tmp: str, dest: str, mode: int | None, owner: str | None, group: str | None
+) -> str:
+    """With become: copy the staged upload next to `dest`, set its attributes, rename it."""
+    q_tmp, q_staged = shlex.quote(final_tmp), shlex.quote(staged)
+    steps = [f"cp -- {q_staged} {q_tmp}", f"rm -f -- {q_staged}"]
+    attributes = attributes_command(final_tmp, mode, owner, group)
+    if attributes:
+        steps.append(attributes)
+    steps.append(f"mv -f -- {q_tmp} {shlex.quote(dest)}")
+    return " && ".join(steps)
+
+
 def stat_file(
     conn: Connection, path: str, become: bool = False, become_user: str | None = None
 ) -> RemoteFile:
-    q = shlex.quote(path)
-    probe = f"stat -c '%a %U %G %F' -- {q} && sha256sum -- {q}"
+    probe = stat_probe(path)
     result = run_command(conn, with_become(probe, become, become_user), display=f"stat {path}")
     lines = result.stdout.splitlines()
     if result.rc != 0:
@@ -78,17 +113,10 @@ def set_attributes(
     become: bool,
     become_user: str | None = None,
 ) -> None:
-    steps: list[str] = []
-    q = shlex.quote(path)
-    if mode is not None:
-        steps.append(f"chmod {format_mode(mode)} -- {q}")
-    if owner or group:
-        steps.append(f"chown {shlex.quote((owner or '') + (':' + group if group else ''))} -- {q}")
-    if not steps:
+    command = attributes_command(path, mode, owner, group)
+    if command is None:
         return
-    result = run_command(
-        conn, with_become(" && ".join(steps), become, become_user), display=f"chmod/chown {path}"
-    )
+    result = run_command(conn, with_become(command, become, become_user), display=f"chmod/chown {path}")
     if result.rc != 0:
         raise precondition(f"cannot set mode/owner of {path} on {conn.target.name}: {result.stderr.strip()}")
 
@@ -140,16 +168,11 @@ def upload(
     finally:
         sftp.close()
     # With become: copy into the destination directory as root, then rename.
-    q_tmp, q_staged = shlex.quote(final_tmp), shlex.quote(staged)
-    steps = [f"cp -- {q_staged} {q_tmp}", f"rm -f -- {q_staged}"]
-    if mode is not None:
-        steps.append(f"chmod {format_mode(mode)} -- {q_tmp}")
-    if owner or group:
-        steps.append(f"chown {shlex.quote((owner or '') + (':' + group if group else ''))} -- {q_tmp}")
-    steps.append(f"mv -f -- {q_tmp} {shlex.quote(dest)}")
-    result = run_command(conn, with_become(" && ".join(steps), True, become_user), display=f"install {dest}")
+    command = install_command(staged, final_tmp, dest, mode, owner, group)
+    result = run_command(conn, with_become(command, True, become_user), display=f"install {dest}")
     if result.rc != 0:
-        run_command(conn, with_become(f"rm -f -- {q_tmp} {q_staged}", True, become_user))
+        cleanup = f"rm -f -- {shlex.quote(final_tmp)} {shlex.quote(staged)}"
+        run_command(conn, with_become(cleanup, True, become_user))
         raise precondition(f"cannot install {dest} on {conn.target.name}: {result.stderr.strip()}")
     return digest
 

@@ -103,7 +103,7 @@ class FirmwareJob:
         return result.rc, result.stdout, result.stderr
 
     def _updater(self, flag: str) -> str | None:
-        command = f"{self.updater} {flag}"
+        command = protocol.updater_command(self.updater, flag)
         rc, out, err = self._run(command)
         if rc == protocol.RC_NOT_FOUND:
             raise precondition(

@@ -69,13 +69,22 @@ class SSHPool:
             stale: list[Connection] = []
             with self._lock:
                 conn = self._conns.get(key)
-                if conn is not None and conn.alive():
+                reuse = conn is not None and conn.alive()
+                if conn is not None and reuse:
                     conn.in_use += 1
                     self._conns.move_to_end(key)
-                    return conn
-                if conn is not None:
+                elif conn is not None:
                     del self._conns[key]
                     stale.append(conn)
+            if conn is not None and reuse:
+                try:
+                    # known_hosts may have revoked this host's key since it was verified.
+                    conn.check_still_trusted()
+                except BaseException:
+                    self.release(conn)
+                    self.discard(conn)
+                    raise
+                return conn
             for old in stale:
                 old.close()
             conn = self._connector(target)

@@ -1,7 +1,10 @@
 """The exact commands the SSH modules send to a node, so a simulated node can answer them.
 
-Every probe is one `exec` request on its own channel, with the text below (paths quoted with
-`shlex.quote`, which leaves plain paths as they are). With `become`, a command is wrapped as
+Every probe is one `exec` request on its own channel, with the text below. Every value pitstop
+puts into a command (the updater, paths, package names) is quoted with `shlex.quote`, which
+leaves plain names and paths as they are, so a hostile value is one argument, never shell code;
+the updater and the state directory are also checked against `SAFE_WORD` / `SAFE_DIR` by the
+module arguments, and `apply_command` refuses anything else. With `become`, a command is wrapped as
 `sudo -n -- sh -c '<command>'`; `unwrap_become()` undoes that. The firmware updater
 contract (`pitstop-fwupdate --current | --pending | --apply IMAGE`) and pitstop's files on the
 node are described in `activities/ssh.py`.
@@ -42,13 +45,41 @@ TEST_AFTER_REBOOT = "whoami"
 # Exit code of a shell for "command not found".
 RC_NOT_FOUND = 127
 
+# A command name or path (the updater): no shell metacharacters, no option-looking start.
+SAFE_WORD = re.compile(r"^[A-Za-z0-9_./+@:][A-Za-z0-9_./+@:-]*$")
+# An absolute directory on the node (pitstop's state directory).
+SAFE_DIR = re.compile(r"^/[A-Za-z0-9_./+@:-]*$")
+
+
+def check_updater(value: str) -> str:
+    if not SAFE_WORD.fullmatch(value):
+        raise ValueError(
+            f"updater {value!r} must be a command name or path (letters, digits and _ . / + @ : -, "
+            "not starting with '-'); it is run as `UPDATER --current`, never through a shell"
+        )
+    return value
+
+
+def check_state_dir(value: str) -> str:
+    if not SAFE_DIR.fullmatch(value) or "/../" in f"{value}/":
+        raise ValueError(
+            f"state_dir {value!r} must be an absolute directory on the node (letters, digits and "
+            "_ . / + @ : -, no '..')"
+        )
+    return value
+
+
+def updater_command(updater: str, flag: str) -> str:
+    """`UPDATER FLAG` with the updater quoted: whatever it holds is one word, never code."""
+    return f"{shlex.quote(updater)} {shlex.quote(flag)}"
+
 
 def fw_current(updater: str = UPDATER) -> str:
-    return f"{updater} --current"
+    return updater_command(updater, "--current")
 
 
 def fw_pending(updater: str = UPDATER) -> str:
-    return f"{updater} --pending"
+    return updater_command(updater, "--pending")
 
 
 def package_version(package: str) -> str:
@@ -65,7 +96,7 @@ def sha256(path: str) -> str:
 
 
 def tail(path: str, size: int) -> str:
-    return f"tail -c {size} {shlex.quote(path)}"
+    return f"tail -c {int(size)} {shlex.quote(path)}"
 
 
 def path_exists(path: str) -> str:
@@ -73,7 +104,7 @@ def path_exists(path: str) -> str:
 
 
 def process_running(pid: int) -> str:
-    return f"test -d /proc/{pid}"
+    return f"test -d /proc/{int(pid)}"
 
 
 def move(src: str, dest: str) -> str:
@@ -146,6 +177,13 @@ _APPLY_RE = re.compile(
 )
 
 
+_MARKER_VALUE = r"[A-Za-z0-9._:/+@-]*"
+# The only `$` is `$$` (the shell's pid); every value went through marker_value.
+_MARKER_LINE = re.compile(
+    rf"^pid=\$\$ boot={_MARKER_VALUE} run={_MARKER_VALUE} task={_MARKER_VALUE} target={_MARKER_VALUE}$"
+)
+
+
 def marker_value(value: str) -> str:
     """A value inside the marker line (double-quoted by the shell): no spaces, quotes or `$`."""
     return re.sub(r"[^A-Za-z0-9._:/+@-]", "_", value)
@@ -161,10 +199,18 @@ def marker_line(boot_id: str, run_id: str, task_path: str, target: str) -> str:
 
 def apply_command(files: FirmwareFiles, updater: str, line: str, become: bool = False) -> str:
     for value in (updater, files.image, files.marker, files.log, files.rc):
-        if not re.fullmatch(r"[A-Za-z0-9_./:+@-]+", value):
+        if not SAFE_WORD.fullmatch(value):
             raise ValueError(f"unsafe path or command for the firmware updater: {value!r}")
+    if not _MARKER_LINE.fullmatch(line):
+        raise ValueError(f"unsafe marker line for the firmware updater: {line!r}")
+    q = shlex.quote  # leaves the checked values as they are; kept so no edit can forget it
     script = _APPLY.format(
-        marker_line=line, marker=files.marker, updater=updater, image=files.image, log=files.log, rc=files.rc
+        marker_line=line,
+        marker=q(files.marker),
+        updater=q(updater),
+        image=q(files.image),
+        log=q(files.log),
+        rc=q(files.rc),
     )
     return shlex.join([*become_prefix(become), "sh", "-c", script])
 
