@@ -1,0 +1,1 @@
+"""Security tests of issue #13: each attack refused, and nothing happened."""
