@@ -5,8 +5,9 @@ bindings it starts with.
 
 The defaults are the apiserver's bootstrap policy that matters for a client: `cluster-admin`
 bound to the group `system:masters` (the admin token's user), `system:discovery` and
-`system:basic-user` bound to `system:authenticated`, and `system:public-info-viewer` (the
-health and version endpoints) bound to `system:authenticated` and `system:unauthenticated`.
+`system:basic-user` bound to `system:authenticated`, `system:public-info-viewer` (the health
+and version endpoints) bound to `system:authenticated` and `system:unauthenticated`, and the
+user-facing `admin`, `edit` and `view` roles (unbound; their rules abbreviated).
 """
 
 from __future__ import annotations
@@ -101,6 +102,28 @@ def bootstrap_objects() -> list[Obj]:
                     "resources": ["selfsubjectreviews"],
                     "verbs": ["create"],
                 },
+            ],
+        ),
+        # The user-facing roles (upstream they aggregate many more rules from labelled roles).
+        _cluster_role("admin", [{"apiGroups": ["", "apps", "batch"], "resources": ["*"], "verbs": ["*"]}]),
+        _cluster_role(
+            "edit",
+            [
+                {
+                    "apiGroups": ["", "apps", "batch"],
+                    "resources": ["pods", "services", "configmaps", "deployments", "jobs"],
+                    "verbs": ["create", "delete", "get", "list", "patch", "update", "watch"],
+                }
+            ],
+        ),
+        _cluster_role(
+            "view",
+            [
+                {
+                    "apiGroups": ["", "apps", "batch"],
+                    "resources": ["pods", "services", "configmaps", "deployments", "jobs"],
+                    "verbs": ["get", "list", "watch"],
+                }
             ],
         ),
         _binding("cluster-admin", "cluster-admin", ["system:masters"]),

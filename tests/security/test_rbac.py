@@ -29,7 +29,9 @@ from temporalio.client import Client, WorkflowHandle
 
 from activities import ACTIVITIES
 from pitstop import demo_maintenance as dm
-from pitstop.contracts import RunReport
+from pitstop import demo_upgrade as du
+from pitstop.bundle import collect
+from pitstop.contracts import RunReport, RunRequest
 from pitstop.sim import SimCluster, SimConfig, load_scenario
 from tests.e2e.conftest import Rehearsal, approve_gates, runbook_limits
 from worker import build_worker
@@ -165,3 +167,76 @@ async def test_without_the_eviction_rule_the_canary_drain_fails_with_a_403_and_n
     node = sim.get("nodes", dm.CANARY_NODE) or {}
     assert node["spec"].get("unschedulable") is True
     assert "forbidden" in node["metadata"]["annotations"][dm.FAILED_ANNOTATION]
+
+
+# --- the platform upgrade, with the upgrade's role added ----------------------------------------
+
+
+@pytest.mark.timeout(420)
+async def test_the_platform_upgrade_runs_as_the_workers_service_account_with_no_request_denied(
+    temporal_client: Client,
+    task_queue: str,
+    tmp_path: Path,
+    s3_endpoint: str,
+    etcd_endpoint: str,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    logging.getLogger("paramiko").setLevel(logging.CRITICAL)
+    workdir = tmp_path / "rehearsal"
+    sim = start_with_rbac(
+        workdir,
+        du.SCENARIO,
+        UPGRADE_POLICY,
+        etcd_endpoint=etcd_endpoint,
+        etcd_prefix=f"/rbac-{uuid.uuid4().hex[:6]}/registry/",
+    )
+    try:
+        worker_kubeconfig_token(sim)
+        for key, value in du.worker_environment(sim, workdir).items():
+            monkeypatch.setenv(key, value)
+        inventory = du.write_inventory(
+            sim, workdir / "inventory.yaml", s3_endpoint=s3_endpoint, etcd_endpoint=etcd_endpoint
+        )
+        files, runbook_name, inventory_name = collect(du.RUNBOOK, inventory)
+        request = RunRequest(
+            runbook=runbook_name,
+            inventory=inventory_name,
+            files=files,
+            vars={
+                "poll_seconds": 0.5,
+                "s3_create_bucket": True,
+                "lab_run_required": False,
+                "s3_endpoint_url": s3_endpoint,
+                "s3_addressing_style": "path",
+            },
+            requested_by="rbac-requester",
+        )
+        async with build_worker(temporal_client, task_queue, workflows=WORKFLOWS, activities=ACTIVITIES):
+            handle: WorkflowHandle[object, RunReport] = await temporal_client.start_workflow(
+                "RunbookWorkflow",
+                request,
+                id=f"rbac-upgrade-{uuid.uuid4().hex[:8]}",
+                task_queue=task_queue,
+                result_type=RunReport,
+                execution_timeout=timedelta(minutes=6),
+            )
+            approvers = [asyncio.ensure_future(approve_gates(handle, who)) for who in ("alice", "dana")]
+            try:
+                report = await asyncio.wait_for(handle.result(), timeout=330)
+            finally:
+                for approver in approvers:
+                    approver.cancel()
+        failures = [
+            f"{s.name}/{h.host}: {h.failed_task}: {h.msg}"
+            for s in report.stages
+            for h in [*s.hosts, *s.rollback_hosts, *s.observations]
+            if h.status == "failed"
+        ]
+        denied = [d.request for d in sim.rbac_denials()]
+        assert denied == [], "\n".join(denied + failures)
+        assert report.status == "succeeded", (report.msg, failures)
+        assert sim.kubernetes_version() == "v1.31.2"
+        operator = sim.get("deployments", "gpu-operator", "gpu-operator") or {}
+        assert operator["spec"]["template"]["spec"]["containers"][0]["image"].endswith(":v24.9.2")
+    finally:
+        sim.stop()
