@@ -17,23 +17,38 @@ token. So:
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
+import urllib.error
+import urllib.request
 import uuid
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
 import pytest
 from temporalio.client import Client, WorkflowHandle
+from temporalio.exceptions import ApplicationError
 
 from activities import ACTIVITIES
+from activities.kube.admission import stop_admission
+from activities.kube.capacity import capacity_check
+from activities.kube.checkpoint import wait_for_workloads
+from activities.kube.drain import drain_node
+from activities.kube.job import run_job
+from activities.kube.nodes import cordon
+from activities.observe import observe
 from pitstop import demo_maintenance as dm
 from pitstop import demo_upgrade as du
 from pitstop.bundle import collect
-from pitstop.contracts import RunReport, RunRequest
+from pitstop.contracts import ModuleResult, RunReport, RunRequest
+from pitstop.kube.annotations import CHECKPOINT_PROTOCOL, CHECKPOINT_REQUESTED
 from pitstop.sim import SimCluster, SimConfig, load_scenario
+from pitstop.sim.rbac_policy import load_policy
 from tests.e2e.conftest import Rehearsal, approve_gates, runbook_limits
+from tests.integration.kube.conftest import ModuleRunner
 from worker import build_worker
 from workflows import WORKFLOWS
 
@@ -240,3 +255,305 @@ async def test_the_platform_upgrade_runs_as_the_workers_service_account_with_no_
         assert operator["spec"]["template"]["spec"]["containers"][0]["image"].endswith(":v24.9.2")
     finally:
         sim.stop()
+
+
+# --- each rule of the maintenance roles is necessary ----------------------------------------------
+
+SMALL = REPO / "runbooks" / "scenarios" / "small-gpu-cluster.yaml"
+QUEUE = "gpu-cluster-queue"
+JOB_IMAGE = "registry.local/probe:1.0"
+
+
+@pytest.fixture
+def cluster(tmp_path: Path) -> Iterator[SimCluster]:
+    """small-gpu-cluster (a PDB-covered inference service, a checkpointing gang, a Kueue
+    ClusterQueue) with the maintenance RBAC enforced; the kubeconfig is the worker's."""
+    sim = SimCluster(
+        SimConfig(
+            scenario=load_scenario(SMALL),
+            kubeconfig=tmp_path / "kubeconfig",
+            rbac=True,
+            rbac_policy=MAINTENANCE_POLICY,
+            kubeconfig_service_account=WORKER,
+            time_scale=600,
+        )
+    )
+    sim.start()
+    try:
+        worker_kubeconfig_token(sim)
+        yield sim
+    finally:
+        sim.stop()
+
+
+def _pods(sim: SimCluster, namespace: str) -> list[dict[str, Any]]:
+    return [p for p in sim.list("pods", namespace) if p["spec"].get("nodeName")]
+
+
+def serving_node(sim: SimCluster) -> str:
+    """A schedulable node running inference pods and no training pod; cordoned for the drain."""
+    training = {p["spec"]["nodeName"] for p in _pods(sim, "training")}
+    node = sorted({p["spec"]["nodeName"] for p in _pods(sim, "serving")} - training - {"gpu-node-006"})[0]
+    sim.patch("nodes", node, {"spec": {"unschedulable": True}})
+    return node
+
+
+def training_node(sim: SimCluster) -> str:
+    return sorted(
+        p["spec"]["nodeName"] for p in _pods(sim, "training") if "llm-pretrain" in p["metadata"]["name"]
+    )[0]
+
+
+def checkpoint_requested(sim: SimCluster) -> list[str]:
+    marked = [*sim.list("pods", "training"), *sim.list("jobs", "training")]
+    return [
+        m["metadata"]["name"]
+        for m in marked
+        if CHECKPOINT_REQUESTED in (m["metadata"].get("annotations") or {})
+    ]
+
+
+def job_only_protocol(sim: SimCluster) -> None:
+    """The gang answers checkpoint requests on its Job, not its pods: the Job is then written."""
+    for pod in sim.list("pods", "training"):
+        notes = pod["metadata"].get("annotations") or {}
+        if CHECKPOINT_PROTOCOL in notes:
+            sim.patch(
+                "pods",
+                pod["metadata"]["name"],
+                {"metadata": {"annotations": {CHECKPOINT_PROTOCOL: None}}},
+                "training",
+            )
+
+
+@dataclass(frozen=True)
+class RuleCase:
+    """Without `rule` of ClusterRole `role`, `module` fails with a 403 saying `denied`, and
+    `unchanged` still holds."""
+
+    role: str
+    resources: list[str]
+    module: Callable[..., ModuleResult]
+    args: Callable[[SimCluster], dict[str, Any]]
+    host: Callable[[SimCluster], str]
+    denied: str  # "<verb> resource \"<resource>\" in API group \"<group>\" <scope>"
+    unchanged: Callable[[SimCluster], bool] = lambda sim: True
+    prepare: Callable[[SimCluster], None] = lambda sim: None
+    in_output: bool = False  # the module reports the refusal in its output instead of failing
+
+
+@pytest.fixture
+def runner() -> ModuleRunner:
+    return ModuleRunner()
+
+
+def _first_node(sim: SimCluster) -> str:
+    return "gpu-node-001"
+
+
+def _drain_args(sim: SimCluster) -> dict[str, Any]:
+    return {"retry_interval_seconds": 0.2}
+
+
+def _wait_args(sim: SimCluster) -> dict[str, Any]:
+    return {"timeout_seconds": 20, "poll_interval_seconds": 0.2}
+
+
+def _observe_args(sim: SimCluster) -> dict[str, Any]:
+    return {"nodes": [_first_node(sim)]}
+
+
+def _queue_args(sim: SimCluster) -> dict[str, Any]:
+    return {"cluster_queues": [QUEUE]}
+
+
+def _job_args(sim: SimCluster) -> dict[str, Any]:
+    return {"image": JOB_IMAGE, "timeout_seconds": 30, "poll_interval_seconds": 0.2}
+
+
+def _stop_policy(sim: SimCluster) -> Any:
+    return (sim.get("kueue.x-k8s.io/clusterqueues", QUEUE) or {})["spec"].get("stopPolicy")
+
+
+RULE_CASES = {
+    "nodes": RuleCase(
+        "pitstop-node-maintenance", ["nodes"], cordon, lambda sim: {"reason": "rbac test"}, _first_node,
+        'get resource "nodes" in API group "" at the cluster scope',
+        unchanged=lambda sim: not (sim.get("nodes", "gpu-node-001") or {})["spec"].get("unschedulable"),
+    ),
+    "pods": RuleCase(
+        "pitstop-node-maintenance", ["pods"], drain_node, _drain_args, serving_node,
+        'list resource "pods" in API group "" at the cluster scope',
+        unchanged=lambda sim: sim.counters().evictions_total == 0,
+    ),
+    "pods/eviction": RuleCase(
+        "pitstop-node-maintenance", ["pods/eviction"], drain_node, _drain_args, serving_node,
+        'create resource "pods/eviction" in API group "" in the namespace "serving"',
+        unchanged=lambda sim: sim.counters().evictions_total == 0,
+    ),
+    "events": RuleCase(
+        "pitstop-node-maintenance", ["events"], observe, _observe_args, _first_node,
+        'list resource "events" in API group "" at the cluster scope',
+    ),
+    "poddisruptionbudgets": RuleCase(
+        "pitstop-node-maintenance", ["poddisruptionbudgets"], capacity_check, lambda sim: {}, _first_node,
+        'list resource "poddisruptionbudgets" in API group "policy" at the cluster scope',
+    ),
+    "jobs (read)": RuleCase(
+        "pitstop-node-maintenance", ["jobs"], wait_for_workloads,
+        _wait_args, training_node,
+        'get resource "jobs" in API group "batch" in the namespace "training"',
+        unchanged=lambda sim: checkpoint_requested(sim) == [],
+    ),
+    "clusterqueues": RuleCase(
+        "pitstop-node-maintenance", ["clusterqueues"], stop_admission, _queue_args, _first_node,
+        'get resource "clusterqueues" in API group "kueue.x-k8s.io" at the cluster scope',
+        unchanged=lambda sim: _stop_policy(sim) in (None, "None"),
+    ),
+    "validation jobs": RuleCase(
+        "pitstop-validation-jobs", ["jobs"], run_job,
+        _job_args, _first_node,
+        'create resource "jobs" in API group "batch" in the namespace "default"',
+        unchanged=lambda sim: sim.list("jobs", "default") == [],
+    ),
+    "validation logs": RuleCase(
+        "pitstop-validation-jobs", ["pods/log"], run_job,
+        _job_args, _first_node,
+        'get resource "pods/log" in API group "" in the namespace "default"',
+        in_output=True,
+    ),
+    "checkpoint on pods": RuleCase(
+        "pitstop-checkpoint-requests", ["pods"], wait_for_workloads,
+        _wait_args, training_node,
+        'patch resource "pods" in API group "" in the namespace "training"',
+        unchanged=lambda sim: checkpoint_requested(sim) == [],
+    ),
+    "checkpoint on jobs": RuleCase(
+        "pitstop-checkpoint-requests", ["jobs"], wait_for_workloads,
+        _wait_args, training_node,
+        'patch resource "jobs" in API group "batch" in the namespace "training"',
+        unchanged=lambda sim: checkpoint_requested(sim) == [],
+        prepare=job_only_protocol,
+    ),
+}  # fmt: skip
+
+
+def test_every_rule_of_the_maintenance_roles_has_a_case() -> None:
+    """A rule added to the manifests without a case here (proving it is needed) fails this."""
+    rules = {
+        (role["metadata"]["name"], tuple(rule["resources"]))
+        for role in load_policy(MAINTENANCE_POLICY)
+        if role["kind"] == "ClusterRole"
+        for rule in role["rules"]
+    }
+    assert rules == {(c.role, tuple(c.resources)) for c in RULE_CASES.values()}
+
+
+@pytest.mark.parametrize("case", RULE_CASES.values(), ids=RULE_CASES.keys())
+def test_without_a_rule_the_module_that_needs_it_gets_the_apiservers_403(
+    cluster: SimCluster, runner: ModuleRunner, case: RuleCase
+) -> None:
+    case.prepare(cluster)
+    host = case.host(cluster)
+    drop_rule(cluster, case.role, lambda r: r.get("resources") == case.resources)
+    expected = f'is forbidden: User "{WORKER_USER}" cannot {case.denied}'
+    if case.in_output:
+        result = runner(case.module, cluster, case.args(cluster), host=host, timeout=60)
+        assert expected in (result.stdout or ""), result
+    else:
+        with pytest.raises(ApplicationError) as refused:
+            runner(case.module, cluster, case.args(cluster), host=host, timeout=60)
+        assert refused.value.type == "Unauthorized"
+        assert expected in refused.value.message, refused.value.message
+        assert "(HTTP 403; check the credentials and RBAC of the kubeconfig)" in refused.value.message
+    assert case.unchanged(cluster), "the refused call changed the cluster"
+    # The refusal came from the cluster's RBAC, and only for the rule that was taken away.
+    denials = cluster.rbac_denials()
+    assert denials and all(expected in d.message for d in denials), denials
+
+
+def test_with_every_rule_in_place_the_same_module_calls_are_not_refused(
+    cluster: SimCluster, runner: ModuleRunner
+) -> None:
+    """The control for the cases above: with the roles as shipped, none of those calls meets a
+    401 or 403 (a module may still say no for its own reasons: a capacity check on a full
+    cluster refuses)."""
+    refusals: dict[str, str] = {}
+    for name, case in RULE_CASES.items():
+        if case.prepare is job_only_protocol:
+            continue  # changes the gang; "checkpoint on pods" calls the same module
+        try:
+            runner(case.module, cluster, case.args(cluster), host=case.host(cluster), timeout=60)
+        except ApplicationError as exc:
+            refusals[name] = f"{exc.type}: {exc.message}"
+    assert not [r for r in refusals.values() if r.startswith("Unauthorized")], refusals
+    assert cluster.rbac_denials() == []
+
+
+def test_a_drain_that_bypasses_the_eviction_api_is_refused_by_the_cluster(
+    cluster: SimCluster, runner: ModuleRunner
+) -> None:
+    """`disable_eviction: true` deletes pods past their PDBs; the worker's role has no `delete
+    pods`, so whatever a runbook says, the cluster refuses and no pod is deleted."""
+    node = serving_node(cluster)
+    with pytest.raises(ApplicationError) as refused:
+        runner(
+            drain_node,
+            cluster,
+            {"disable_eviction": True, "retry_interval_seconds": 0.2},
+            host=node,
+            timeout=60,
+        )
+    assert refused.value.type == "Unauthorized"
+    assert (
+        f'is forbidden: User "{WORKER_USER}" cannot delete resource "pods" in API group ""'
+        in refused.value.message
+    )
+    counters = cluster.counters()
+    assert (
+        counters.deletions_total == 0
+        and counters.forced_deletions_total == 0
+        and counters.evictions_total == 0
+    )
+
+
+# --- authentication -------------------------------------------------------------------------------
+
+
+def _get(sim: SimCluster, path: str, token: str | None) -> tuple[int, dict[str, Any]]:
+    request = urllib.request.Request(
+        sim.url + path, headers={"Authorization": f"Bearer {token}"} if token else {}
+    )
+    try:
+        with urllib.request.urlopen(request, timeout=10) as response:
+            return response.status, json.loads(response.read())
+    except urllib.error.HTTPError as exc:
+        return exc.code, json.loads(exc.read())
+
+
+def test_no_token_or_an_unknown_one_is_401_and_the_admin_token_still_works(cluster: SimCluster) -> None:
+    unauthorized = {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
+                    "message": "Unauthorized", "reason": "Unauthorized", "code": 401}  # fmt: skip
+    for token in (None, "not-a-token", cluster.service_account_token(WORKER) + "x"):
+        for path in ("/api/v1/nodes", "/version", "/api/v1/namespaces/default/secrets"):
+            assert _get(cluster, path, token) == (401, unauthorized), (token, path)
+    # The admin token (tests and the demo set up and inspect the cluster with it) can do anything.
+    status, secrets = _get(cluster, "/api/v1/secrets", cluster.token)
+    assert status == 200 and secrets["kind"] == "SecretList"
+    # The worker can read nodes but not a single Secret.
+    worker = cluster.service_account_token(WORKER)
+    assert _get(cluster, "/api/v1/nodes", worker)[0] == 200
+    status, body = _get(cluster, "/api/v1/namespaces/default/secrets/x", worker)
+    assert status == 403 and body["reason"] == "Forbidden"
+    assert body["message"] == (
+        f'secrets "x" is forbidden: User "{WORKER_USER}" cannot get resource "secrets" in API group "" '
+        'in the namespace "default"'
+    )
+    assert body["details"] == {"name": "x", "kind": "secrets"}
+
+
+def test_deleting_the_service_account_revokes_its_token(cluster: SimCluster) -> None:
+    worker = cluster.service_account_token(WORKER)
+    assert _get(cluster, "/api/v1/nodes", worker)[0] == 200
+    cluster.delete("serviceaccounts", "pitstop-worker", "pitstop")
+    assert _get(cluster, "/api/v1/nodes", worker)[0] == 401
