@@ -13,7 +13,8 @@ import socket
 import ssl
 import stat
 import threading
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from types import ModuleType
 
@@ -152,6 +153,13 @@ def frontend(made: Path) -> Iterator[tuple[int, list[str]]]:
         listener.close()
 
 
+def _wait_for(condition: Callable[[], bool], timeout: float = 10.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, "timed out waiting for the server to record the connection"
+        time.sleep(0.01)
+
+
 def _connect(port: int, ca: Path, cert: Path | None, key: Path | None, server_name: str) -> bytes:
     context = ssl.create_default_context(cafile=str(ca))
     if cert is not None and key is not None:
@@ -171,6 +179,7 @@ def test_each_client_certificate_passes_a_handshake_that_requires_one(
     tls = made / "tls"
     for name in ("temporal", "localhost"):  # the names the compose services and the host use
         assert _connect(port, tls / "ca.pem", tls / f"{client}.pem", tls / f"{client}.key", name) == b"ok"
+    _wait_for(lambda: len(outcomes) >= 2)
     assert outcomes == [client, client]
 
 
@@ -196,6 +205,7 @@ def test_no_client_certificate_or_one_from_another_ca_is_refused(
     assert not _served(
         port, tls / "ca.pem", tls / "temporal-frontend.pem", tls / "temporal-frontend.key", "temporal"
     )
+    _wait_for(lambda: len(outcomes) >= 3)  # the server thread records after the client gave up
     assert len(outcomes) == 3 and all(o.startswith("refused") for o in outcomes), outcomes
     # And the client refuses a server whose certificate does not name the host it asked for.
     with pytest.raises(ssl.SSLCertVerificationError):
