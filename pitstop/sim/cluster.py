@@ -15,7 +15,6 @@ import asyncio
 import builtins
 import json
 import random
-import secrets
 import shutil
 import tempfile
 import threading
@@ -53,7 +52,7 @@ from pitstop.sim.models import (
 from pitstop.sim.objects import name_of
 from pitstop.sim.platform import PlatformOps
 from pitstop.sim.rbac import RbacAuthorizer
-from pitstop.sim.rbac_policy import RBAC_TYPES, bootstrap_objects, load_policy, namespaces_needed
+from pitstop.sim.rbac_policy import install_rbac, parse_account
 from pitstop.sim.resources import ResourceRegistry, ResourceType, crd_resource_type
 from pitstop.sim.scenario import Scenario, ScenarioError, load_scenario
 from pitstop.sim.seed import Seeder, SeedError, node_profiles
@@ -167,7 +166,7 @@ class SimConfig(BaseModel):
     @classmethod
     def _account_names(cls, accounts: list[str]) -> list[str]:
         for account in accounts:
-            _account(account)
+            parse_account(account)
         return accounts
 
     @model_validator(mode="after")
@@ -179,7 +178,7 @@ class SimConfig(BaseModel):
             )
         account = self.kubeconfig_service_account
         if account is not None:
-            _account(account)
+            parse_account(account)
             if self.kubeconfig is None:
                 raise ValueError("kubeconfig_service_account needs kubeconfig (where to write it)")
             if account not in self.service_accounts:
@@ -198,45 +197,6 @@ class SimConfig(BaseModel):
             )
         scenario.check_references()
         return scenario
-
-
-def _account(text: str) -> tuple[str, str]:
-    namespace, sep, name = text.partition("/")
-    if not sep or not namespace or not name or "/" in name:
-        raise ValueError(
-            f"{text!r} is not a ServiceAccount as 'namespace/name' (e.g. pitstop/pitstop-worker)"
-        )
-    return namespace, name
-
-
-def _install_rbac(ctx: SimContext, api: KubeApi, config: SimConfig) -> dict[str, tuple[str, str]]:
-    """Serve the RBAC API, create the default roles and the policy's objects (those already there,
-    in a cluster resumed from etcd, are kept), and issue the ServiceAccounts' tokens."""
-    for rt in RBAC_TYPES:
-        ctx.registry.add(rt)
-    objects = bootstrap_objects() + load_policy([p.expanduser() for p in config.rbac_policy])
-    namespaces = ctx.rt("", "namespaces")
-    declared = {o["metadata"]["name"] for o in objects if o["kind"] == "Namespace"}
-    for missing in namespaces_needed(objects):
-        # On a real cluster the namespaces a policy binds roles in exist (the operators made them).
-        if ctx.store.get("namespaces", None, missing) is None and missing not in declared:
-            api.create(namespaces, None, {"metadata": {"name": missing}})
-    for obj in objects:
-        found = ctx.registry.of_kind(str(obj["apiVersion"]), str(obj["kind"]))
-        assert found is not None, f"{obj['apiVersion']} {obj['kind']} is not served"
-        where = str(obj["metadata"].get("namespace") or "default") if found.namespaced else None
-        if ctx.store.get(found.storage, where, str(obj["metadata"]["name"])) is None:
-            api.create(found, where, obj)
-    tokens: dict[str, tuple[str, str]] = {}
-    for account in config.service_accounts:
-        namespace, name = _account(account)
-        if ctx.store.get("serviceaccounts", namespace, name) is None:
-            raise ScenarioError(
-                f"ServiceAccount {account} does not exist in the rehearsal cluster; add it to the RBAC "
-                "policy files (rbac_policy / --rbac)"
-            )
-        tokens[secrets.token_urlsafe(32)] = (namespace, name)
-    return tokens
 
 
 def _resume(ctx: SimContext) -> None:
@@ -429,7 +389,9 @@ class SimCluster:
         access: AccessControl | None = None
         if self.config.rbac:
             try:
-                self._tokens = _install_rbac(ctx, api, self.config)
+                self._tokens = install_rbac(
+                    ctx, api, [p.expanduser() for p in self.config.rbac_policy], self.config.service_accounts
+                )
             except ApiError as exc:
                 raise ScenarioError(f"the RBAC policy cannot be applied: {exc}") from None
             authenticator = TokenAuthenticator(store, self.config.token, self._tokens)
@@ -629,7 +591,7 @@ class SimCluster:
 
     def service_account_token(self, account: str) -> str:
         """The bearer token issued for a ServiceAccount ('namespace/name') of SimConfig.service_accounts."""
-        wanted = _account(account)
+        wanted = parse_account(account)
         for token, issued in self._tokens.items():
             if issued == wanted:
                 return token

@@ -1,7 +1,7 @@
 """The RBAC objects of a rehearsal cluster started with `rbac`: the rbac.authorization.k8s.io/v1
-resource types it then serves, the default roles every apiserver creates, and the policy files
+resource types it then serves, the default roles every apiserver creates, the policy files
 (e.g. `deploy/kubernetes/*.yaml`) whose Namespaces, ServiceAccounts, Roles, ClusterRoles and
-bindings it starts with.
+bindings it starts with, and the ServiceAccount tokens it issues (`install_rbac`).
 
 The defaults are the apiserver's bootstrap policy that matters for a client: `cluster-admin`
 bound to the group `system:masters` (the admin token's user), `system:discovery` and
@@ -12,14 +12,20 @@ user-facing `admin`, `edit` and `view` roles (unbound; their rules abbreviated).
 
 from __future__ import annotations
 
+import secrets
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ruamel.yaml import YAML
 from ruamel.yaml.error import YAMLError
 
 from pitstop.sim.rbac import RBAC_GROUP
 from pitstop.sim.resources import ResourceType
+from pitstop.sim.scenario import ScenarioError
+
+if TYPE_CHECKING:
+    from pitstop.sim.api import KubeApi
+    from pitstop.sim.context import SimContext
 
 Obj = dict[str, Any]
 
@@ -200,3 +206,46 @@ def namespaces_needed(objects: list[Obj]) -> list[str]:
         if obj["kind"] != "Namespace" and obj["metadata"].get("namespace")
     }
     return sorted(names)
+
+
+def parse_account(text: str) -> tuple[str, str]:
+    """`namespace/name` of a ServiceAccount; ValueError says the expected form."""
+    namespace, sep, name = text.partition("/")
+    if not sep or not namespace or not name or "/" in name:
+        raise ValueError(
+            f"{text!r} is not a ServiceAccount as 'namespace/name' (e.g. pitstop/pitstop-worker)"
+        )
+    return namespace, name
+
+
+def install_rbac(
+    ctx: SimContext, api: KubeApi, policy: list[Path], service_accounts: list[str]
+) -> dict[str, tuple[str, str]]:
+    """Serve the RBAC API, create the default roles and the policy's objects (those already
+    there, in a cluster resumed from etcd, are kept), and issue the ServiceAccounts' tokens
+    (token -> (namespace, name))."""
+    for rt in RBAC_TYPES:
+        ctx.registry.add(rt)
+    objects = bootstrap_objects() + load_policy(policy)
+    namespaces = ctx.rt("", "namespaces")
+    declared = {o["metadata"]["name"] for o in objects if o["kind"] == "Namespace"}
+    for missing in namespaces_needed(objects):
+        # On a real cluster the namespaces a policy binds roles in exist (the operators made them).
+        if ctx.store.get("namespaces", None, missing) is None and missing not in declared:
+            api.create(namespaces, None, {"metadata": {"name": missing}})
+    for obj in objects:
+        found = ctx.registry.of_kind(str(obj["apiVersion"]), str(obj["kind"]))
+        assert found is not None, f"{obj['apiVersion']} {obj['kind']} is not served"
+        where = str(obj["metadata"].get("namespace") or "default") if found.namespaced else None
+        if ctx.store.get(found.storage, where, str(obj["metadata"]["name"])) is None:
+            api.create(found, where, obj)
+    tokens: dict[str, tuple[str, str]] = {}
+    for account in service_accounts:
+        namespace, name = parse_account(account)
+        if ctx.store.get("serviceaccounts", namespace, name) is None:
+            raise ScenarioError(
+                f"ServiceAccount {account} does not exist in the rehearsal cluster; add it to the RBAC "
+                "policy files (rbac_policy / --rbac)"
+            )
+        tokens[secrets.token_urlsafe(32)] = (namespace, name)
+    return tokens
