@@ -16,6 +16,7 @@ from rich.console import Console
 
 from pitstop.sim.cluster import SimCluster, SimConfig
 from pitstop.sim.etcd_store import DEFAULT_PREFIX, EtcdStoreError
+from pitstop.sim.rbac_policy import PolicyError
 from pitstop.sim.scenario import Scenario, ScenarioError, load_scenario
 from pitstop.sim.ssh.server import SshStartError
 
@@ -88,6 +89,26 @@ def serve(
             help="Load the objects found under the prefix (resume) instead of clearing them.",
         ),
     ] = False,
+    rbac: Annotated[
+        list[Path] | None,
+        typer.Option(
+            metavar="PATH",
+            help=(
+                "Enforce RBAC as an apiserver does, with the Namespaces, ServiceAccounts, roles and "
+                "bindings of these YAML files or directories (e.g. deploy/kubernetes); repeatable."
+            ),
+        ),
+    ] = None,
+    service_account: Annotated[
+        str | None,
+        typer.Option(
+            metavar="NAMESPACE/NAME",
+            help=(
+                "With --rbac: write the kubeconfig with this ServiceAccount's token (e.g. "
+                "pitstop/pitstop-worker); the admin's goes next to it as <kubeconfig>.admin."
+            ),
+        ),
+    ] = None,
 ) -> None:
     """Serve the Kubernetes API of a simulated GPU cluster until interrupted."""
     try:
@@ -105,6 +126,9 @@ def serve(
             etcd_endpoint=etcd,
             etcd_prefix=etcd_prefix,
             etcd_on_start="load" if etcd_resume else "clear",
+            rbac=bool(rbac),
+            rbac_policy=list(rbac or []),
+            kubeconfig_service_account=service_account,
         )
         cluster = SimCluster(config)
     except ScenarioError as exc:
@@ -112,13 +136,18 @@ def serve(
         raise typer.Exit(2) from None
     except ValidationError as exc:
         first = exc.errors(include_url=False)[0]
-        option = "--" + str(first["loc"][0]).replace("_", "-").replace("etcd-endpoint", "etcd")
+        where = str(first["loc"][0]) if first["loc"] else "rbac"
+        option = "--" + where.replace("_", "-").replace("etcd-endpoint", "etcd")
+        option = option.replace("--kubeconfig-service-account", "--service-account")
         err_console.print(f"[red]invalid {option}:[/] {first['msg']}", highlight=False)
         raise typer.Exit(2) from None
     try:
         asyncio.run(_serve(cluster))
     except ScenarioError as exc:
         err_console.print(f"[red]invalid scenario:[/] {exc}", highlight=False)
+        raise typer.Exit(2) from None
+    except PolicyError as exc:
+        err_console.print(f"[red]invalid --rbac policy:[/] {exc}", highlight=False)
         raise typer.Exit(2) from None
     except EtcdStoreError as exc:
         err_console.print(f"[red]cannot use etcd:[/] {exc}", highlight=False)
@@ -143,6 +172,7 @@ async def _serve(cluster: SimCluster) -> None:
         f"  admin: {url}/_sim/counters, {url}/_sim/timeline\n"
         + _ssh_summary(cluster)
         + _etcd_summary(cluster)
+        + _rbac_summary(cluster)
         + "Press Ctrl+C to stop.",
         highlight=False,
     )
@@ -174,6 +204,21 @@ def _ssh_summary(cluster: SimCluster) -> str:
         f"  inventory: {cluster.inventory_path}\n"
         f"  known_hosts: {cluster.known_hosts_path}\n"
         f"  the worker needs the key: export PITSTOP_SECRETS_DIR={cluster.ssh_secrets_dir}\n"
+    )
+
+
+def _rbac_summary(cluster: SimCluster) -> str:
+    config = cluster.config
+    if not config.rbac:
+        return ""
+    who = (
+        f"ServiceAccount {config.kubeconfig_service_account} (admin: {cluster.admin_kubeconfig_path})"
+        if config.kubeconfig_service_account
+        else "the admin"
+    )
+    return (
+        f"  RBAC enforced, the kubeconfig is {who}: every request needs a token, and kubectl sends "
+        "none over plain HTTP (use the Python client, as the worker does)\n"
     )
 
 

@@ -70,6 +70,10 @@ class RemovedApis(BaseModel):
     retrieved: str = ""
     removed: list[RemovedApi]
 
+    def kinds(self) -> frozenset[str]:
+        """Every kind some row names: objects of other kinds can never use a removed API."""
+        return frozenset(row.kind for row in self.removed)
+
     def removed_by(self, api_version: str, kind: str, target_version: str) -> RemovedApi | None:
         """The row when `api_version`/`kind` is no longer served on `target_version`."""
         target = kube_minor_of(target_version)

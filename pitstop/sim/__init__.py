@@ -107,6 +107,15 @@ Authentication: the kubeconfig carries a bearer token, but kubectl does not send
 plain-HTTP server, so anonymous requests are served; a request with a wrong token gets 401
 (`SimConfig(require_token=True)` refuses anonymous ones too).
 
+RBAC (`SimConfig(rbac=True, rbac_policy=[paths], service_accounts=["ns/name"],
+kubeconfig_service_account="ns/name")`, `pitstop sim serve --rbac PATH --service-account
+NS/NAME`; off by default): every request needs a token (401 otherwise) and is authorized as an
+apiserver's RBAC authorizer does, from the rbac.authorization.k8s.io/v1 objects the cluster
+then serves (the default roles, plus the Namespaces, ServiceAccounts, roles and bindings of the
+policy files); a denial is the apiserver's 403 and is kept (`SimCluster.rbac_denials()`). The
+admin token can do anything; `service_account_token("ns/name")` is a ServiceAccount's. See
+`pitstop.sim.rbac`.
+
 Platform scenarios (`platform:` key, see `pitstop.sim.platform_spec` and
 `runbooks/scenarios/platform-upgrade.yaml`)
 ----------------------------------------------------------------------------------------------

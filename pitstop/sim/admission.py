@@ -77,6 +77,11 @@ def prepare_create(rt: ResourceType, obj: Obj, namespace: str | None, rng: Any) 
         causes.append(
             ("metadata.name", "FieldValueRequired", "Required value: name or generateName is required")
         )
+    elif rt.group == "rbac.authorization.k8s.io":
+        # RBAC names only need to be path segments (`system:discovery`), as in ValidateRBACName.
+        if name in (".", "..") or "/" in name or "%" in name:
+            reason = "may not be '.' or '..', may not contain '/' or '%'"
+            causes.append(("metadata.name", "FieldValueInvalid", f'Invalid value: "{name}": {reason}'))
     elif not _SUBDOMAIN.match(name) or len(name) > 253:
         causes.append(("metadata.name", "FieldValueInvalid", f'Invalid value: "{name}": {SUBDOMAIN_MESSAGE}'))
     causes += _label_causes(metadata)

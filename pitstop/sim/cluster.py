@@ -24,8 +24,9 @@ from pathlib import Path
 from typing import Any, Literal, TypeVar
 
 from aiohttp import web
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from pitstop.sim.access import AccessControl, Denial, TokenAuthenticator
 from pitstop.sim.admin import AdminRoutes
 from pitstop.sim.api import KubeApi
 from pitstop.sim.clock import SimClock
@@ -37,7 +38,7 @@ from pitstop.sim.errors import ApiError
 from pitstop.sim.etcd_store import DEFAULT_PREFIX, EtcdObjectStore
 from pitstop.sim.faults import FaultInjector
 from pitstop.sim.http import HttpFrontend
-from pitstop.sim.kubeconfig import DEFAULT_TOKEN, write_kubeconfig
+from pitstop.sim.kubeconfig import DEFAULT_CONTEXT, DEFAULT_TOKEN, write_kubeconfig
 from pitstop.sim.models import (
     ApiErrorFault,
     CountersSnapshot,
@@ -50,6 +51,8 @@ from pitstop.sim.models import (
 )
 from pitstop.sim.objects import name_of
 from pitstop.sim.platform import PlatformOps
+from pitstop.sim.rbac import RbacAuthorizer
+from pitstop.sim.rbac_policy import install_rbac, parse_account
 from pitstop.sim.resources import ResourceRegistry, ResourceType, crd_resource_type
 from pitstop.sim.scenario import Scenario, ScenarioError, load_scenario
 from pitstop.sim.seed import Seeder, SeedError, node_profiles
@@ -90,6 +93,35 @@ class SimConfig(BaseModel):
     require_token: bool = Field(
         default=False, description="Refuse anonymous requests (kubectl sends no token over plain HTTP)."
     )
+    rbac: bool = Field(
+        default=False,
+        description=(
+            "Authorize every API request with RBAC as the apiserver does (pitstop.sim.rbac): a "
+            "token is required (401 without one) and only what the stored Roles, ClusterRoles and "
+            "bindings grant is served (403 otherwise). The admin token can do anything."
+        ),
+    )
+    rbac_policy: list[Path] = Field(
+        default_factory=list,
+        description=(
+            "RBAC YAML files or directories (e.g. deploy/kubernetes): their Namespaces, "
+            "ServiceAccounts, Roles, ClusterRoles and bindings are created at start (rbac only)."
+        ),
+    )
+    service_accounts: list[str] = Field(
+        default_factory=list,
+        description=(
+            "'namespace/name' of ServiceAccounts to issue tokens for (`service_account_token`); "
+            "each must exist once the policy is applied (rbac only)."
+        ),
+    )
+    kubeconfig_service_account: str | None = Field(
+        default=None,
+        description=(
+            "Write `kubeconfig` with this ServiceAccount's token (issued for it), and the admin's "
+            "kubeconfig next to it as `<kubeconfig>.admin` (rbac only)."
+        ),
+    )
     ssh: bool = Field(
         default=False, description="Give every node an SSH endpoint on `host` (pitstop.sim.ssh)."
     )
@@ -129,6 +161,29 @@ class SimConfig(BaseModel):
                 f"the etcd key prefix must start and end with '/', e.g. /registry/ (got {prefix!r})"
             )
         return prefix
+
+    @field_validator("service_accounts")
+    @classmethod
+    def _account_names(cls, accounts: list[str]) -> list[str]:
+        for account in accounts:
+            parse_account(account)
+        return accounts
+
+    @model_validator(mode="after")
+    def _rbac_options(self) -> SimConfig:
+        if not self.rbac and (self.rbac_policy or self.service_accounts or self.kubeconfig_service_account):
+            raise ValueError(
+                "rbac_policy, service_accounts and kubeconfig_service_account need rbac=True "
+                "(--rbac): without RBAC every token is the admin's"
+            )
+        account = self.kubeconfig_service_account
+        if account is not None:
+            parse_account(account)
+            if self.kubeconfig is None:
+                raise ValueError("kubeconfig_service_account needs kubeconfig (where to write it)")
+            if account not in self.service_accounts:
+                self.service_accounts = [*self.service_accounts, account]
+        return self
 
     @classmethod
     def from_file(cls, path: str | Path, **overrides: Any) -> SimConfig:
@@ -172,6 +227,7 @@ class SimControl:
         self.manager = manager
         self.ssh = ssh
         self.platform = PlatformOps(ctx, api, manager)
+        self.access: AccessControl | None = None
 
     def counters(self) -> CountersSnapshot:
         return self.ctx.recorder.snapshot(self.ctx.faults.injected_counts())
@@ -236,6 +292,9 @@ class SimControl:
         self.manager.disruption.mark(namespace)
         self.manager.wake()
 
+    def rbac_denials(self) -> list[Denial]:
+        return self.access.denials() if self.access is not None else []
+
     def state(self) -> dict[str, Any]:
         counts = {rt.plural: self.ctx.store.count(rt.storage) for rt in self.ctx.registry.all()}
         return {
@@ -267,6 +326,8 @@ class SimCluster:
         self._ssh_tmp: Path | None = None
         self._unsubscribe_ssh: Callable[[], None] = lambda: None
         self._etcd: EtcdObjectStore | None = None
+        self._tokens: dict[str, tuple[str, str]] = {}
+        self.admin_kubeconfig_path: Path | None = None
 
     # --- lifecycle ----------------------------------------------------------------------------
 
@@ -325,10 +386,26 @@ class SimCluster:
                 Seeder(ctx, api, manager.kubelet).seed()
         except (SeedError, ApiError) as exc:
             raise ScenarioError(f"scenario {scenario.name!r} cannot be set up: {exc}") from None
+        access: AccessControl | None = None
+        if self.config.rbac:
+            try:
+                self._tokens = install_rbac(
+                    ctx, api, [p.expanduser() for p in self.config.rbac_policy], self.config.service_accounts
+                )
+            except ApiError as exc:
+                raise ScenarioError(f"the RBAC policy cannot be applied: {exc}") from None
+            authenticator = TokenAuthenticator(store, self.config.token, self._tokens)
+            access = AccessControl(authenticator, RbacAuthorizer(store))
         manager.start()
         self._control = SimControl(ctx, api, manager)
+        self._control.access = access
         self._frontend = HttpFrontend(
-            ctx, api, AdminRoutes(self._control), self.config.token, require_token=self.config.require_token
+            ctx,
+            api,
+            AdminRoutes(self._control),
+            self.config.token,
+            require_token=self.config.require_token,
+            access=access,
         )
         self._runner = web.AppRunner(
             self._frontend.app(), access_log=None, handle_signals=False, shutdown_timeout=1.0
@@ -343,7 +420,16 @@ class SimCluster:
         self._loop_thread = threading.get_ident()
         self._stop_event = asyncio.Event()
         if self.config.kubeconfig is not None:
-            self.kubeconfig_path = write_kubeconfig(self.config.kubeconfig, self.url, self.config.token)
+            if self.config.kubeconfig_service_account is not None:
+                self.admin_kubeconfig_path = self.write_kubeconfig(
+                    self.config.kubeconfig.with_name(f"{self.config.kubeconfig.name}.admin")
+                )
+                self.write_kubeconfig(
+                    self.config.kubeconfig, service_account=self.config.kubeconfig_service_account
+                )
+            else:
+                self.kubeconfig_path = write_kubeconfig(self.config.kubeconfig, self.url, self.config.token)
+                self.admin_kubeconfig_path = self.kubeconfig_path
         if self.config.ssh:
             self._start_ssh(store, manager)
         return self.url
@@ -488,9 +574,35 @@ class SimCluster:
     def __exit__(self, *exc: object) -> None:
         self.stop()
 
-    def write_kubeconfig(self, path: str | Path) -> Path:
-        self.kubeconfig_path = write_kubeconfig(path, self.url, self.config.token)
-        return self.kubeconfig_path
+    def write_kubeconfig(self, path: str | Path, *, service_account: str | None = None) -> Path:
+        """A kubeconfig for this cluster: the admin's, or a ServiceAccount's ('namespace/name',
+        one of `SimConfig.service_accounts`) on a cluster with RBAC."""
+        if service_account is None:
+            written = write_kubeconfig(path, self.url, self.config.token)
+        else:
+            written = write_kubeconfig(
+                path,
+                self.url,
+                self.service_account_token(service_account),
+                user=f"{DEFAULT_CONTEXT}-{service_account.replace('/', '-')}",
+            )
+        self.kubeconfig_path = written
+        return written
+
+    def service_account_token(self, account: str) -> str:
+        """The bearer token issued for a ServiceAccount ('namespace/name') of SimConfig.service_accounts."""
+        wanted = parse_account(account)
+        for token, issued in self._tokens.items():
+            if issued == wanted:
+                return token
+        raise KeyError(
+            f"no token was issued for ServiceAccount {account}; name it in SimConfig.service_accounts "
+            "(the cluster must run with rbac=True)"
+        )
+
+    def rbac_denials(self) -> builtins.list[Denial]:
+        """Every request RBAC refused so far (empty without rbac)."""
+        return self.call(lambda c: c.rbac_denials())
 
     # --- SSH endpoints (SimConfig(ssh=True)) ------------------------------------------------------
 

@@ -19,6 +19,7 @@ from ruamel.yaml.error import YAMLError
 
 from pitstop.safe_yaml import safe_load
 from pitstop.sim import openapi, tables
+from pitstop.sim.access import AccessControl
 from pitstop.sim.admin import AdminRoutes
 from pitstop.sim.api import KubeApi
 from pitstop.sim.context import SimContext
@@ -116,9 +117,17 @@ def _dry_run(request: web.Request) -> bool:
 
 class HttpFrontend:
     def __init__(
-        self, ctx: SimContext, api: KubeApi, admin: AdminRoutes, token: str, *, require_token: bool
+        self,
+        ctx: SimContext,
+        api: KubeApi,
+        admin: AdminRoutes,
+        token: str,
+        *,
+        require_token: bool,
+        access: AccessControl | None = None,
     ) -> None:
         self.ctx = ctx
+        self.access = access
         self.api = api
         self.admin = admin
         self.token = token
@@ -144,7 +153,10 @@ class HttpFrontend:
         if path.startswith("/_sim/") or path == "/_sim":
             return await self.admin.handle(request)
         try:
-            self._authenticate(request, path)
+            if self.access is not None:
+                self.access.check(request.method, path, request.query, request.headers.get("Authorization"))
+            else:
+                self._authenticate(request, path)
             return await self._route(request, path)
         except ApiError as exc:
             return _error(exc)

@@ -13,23 +13,31 @@ DEFAULT_CONTEXT = "pitstop-sim"
 
 
 def kubeconfig(
-    server: str, token: str = DEFAULT_TOKEN, name: str = DEFAULT_CONTEXT, namespace: str = "default"
+    server: str,
+    token: str = DEFAULT_TOKEN,
+    name: str = DEFAULT_CONTEXT,
+    namespace: str = "default",
+    user: str | None = None,
 ) -> dict[str, object]:
+    user = user or f"{name}-admin"
     return {
         "apiVersion": "v1",
         "kind": "Config",
         "preferences": {},
         "clusters": [{"name": name, "cluster": {"server": server}}],
-        "users": [{"name": f"{name}-admin", "user": {"token": token}}],
-        "contexts": [
-            {"name": name, "context": {"cluster": name, "user": f"{name}-admin", "namespace": namespace}}
-        ],
+        "users": [{"name": user, "user": {"token": token}}],
+        "contexts": [{"name": name, "context": {"cluster": name, "user": user, "namespace": namespace}}],
         "current-context": name,
     }
 
 
 def write_kubeconfig(
-    path: str | Path, server: str, token: str = DEFAULT_TOKEN, name: str = DEFAULT_CONTEXT
+    path: str | Path,
+    server: str,
+    token: str = DEFAULT_TOKEN,
+    name: str = DEFAULT_CONTEXT,
+    *,
+    user: str | None = None,
 ) -> Path:
     """Write (replace) a kubeconfig file readable only by its owner, as kubectl expects."""
     target = Path(path).expanduser()
@@ -38,7 +46,7 @@ def write_kubeconfig(
     buffer = io.StringIO()
     yaml = YAML(typ="safe", pure=True)
     yaml.default_flow_style = False
-    yaml.dump(kubeconfig(server, token, name), buffer)
+    yaml.dump(kubeconfig(server, token, name, user=user), buffer)
     tmp.write_text(buffer.getvalue(), encoding="utf-8")
     os.chmod(tmp, 0o600)
     tmp.replace(target)

@@ -7,6 +7,7 @@ also validated by `docker compose config -q` (which parses and interpolates with
 
 from __future__ import annotations
 
+import importlib.util
 import re
 import shutil
 import subprocess
@@ -22,6 +23,26 @@ DOC = ROOT / "docs" / "deployment.md"
 ENV_EXAMPLE = ROOT / "deploy" / "pitstop.env.example"
 SEARCH_ATTRIBUTES = ("PitstopRunbook", "PitstopCluster", "PitstopStage", "PitstopStatus")
 PITSTOP_SERVICES = ("worker", "slack-bridge")
+# Every service that talks to Temporal's frontend, with the variables its client reads for mTLS:
+# (certificate, key, CA).
+TEMPORAL_CLIENTS = {
+    "worker": (
+        "TEMPORAL_TLS_CLIENT_CERT_PATH",
+        "TEMPORAL_TLS_CLIENT_KEY_PATH",
+        "TEMPORAL_TLS_SERVER_CA_CERT_PATH",
+    ),
+    "slack-bridge": (
+        "TEMPORAL_TLS_CLIENT_CERT_PATH",
+        "TEMPORAL_TLS_CLIENT_KEY_PATH",
+        "TEMPORAL_TLS_SERVER_CA_CERT_PATH",
+    ),
+    "temporal-admin-tools": (
+        "TEMPORAL_TLS_CLIENT_CERT_PATH",
+        "TEMPORAL_TLS_CLIENT_KEY_PATH",
+        "TEMPORAL_TLS_SERVER_CA_CERT_PATH",
+    ),
+    "temporal-ui": ("TEMPORAL_TLS_CERT", "TEMPORAL_TLS_KEY", "TEMPORAL_TLS_CA"),
+}
 # Every variable pitstop reads; docs/deployment.md must describe each one.
 PITSTOP_ENV_VARS = (
     "TEMPORAL_ADDRESS",
@@ -192,8 +213,8 @@ def test_doc_service_table_names_the_same_images(services: dict[str, Any], doc: 
 
 def test_expected_services_are_present(services: dict[str, Any]) -> None:
     expected = {
-        "postgresql", "temporal", "temporal-admin-tools", "temporal-ui", "minio", "minio-setup",
-        "etcd", "otel-collector", "jaeger", "worker", "slack-bridge",
+        "postgresql", "temporal", "temporal-admin-tools", "temporal-ui", "codec-server", "ui-proxy",
+        "minio", "minio-setup", "etcd", "otel-collector", "jaeger", "worker", "slack-bridge",
     }  # fmt: skip
     assert expected <= set(services)
 
@@ -293,10 +314,10 @@ def test_host_ports_are_unique(services: dict[str, Any]) -> None:
         for port in _host_ports(service):
             assert port not in owner, f"host port {port} used by {owner.get(port)} and {name}"
             owner[port] = name
-    assert owner[(8233, "tcp")] == "temporal-ui"
+    assert owner[(8233, "tcp")] == "ui-proxy"
     assert owner[(16686, "tcp")] == "jaeger"
     assert owner[(3000, "tcp")] == "slack-bridge"
-    assert "127.0.0.1:8233:8080" in services["temporal-ui"]["ports"]
+    assert services["ui-proxy"]["ports"] == ["127.0.0.1:8233:8233"]
 
 
 # --- the pitstop image ----------------------------------------------------------------
@@ -356,8 +377,11 @@ def test_admin_job_registers_the_search_attributes(services: dict[str, Any]) -> 
     script_mounts = [s for s, t in _bind_sources(job) if t in job["entrypoint"]]
     assert script_mounts, "the entrypoint script must be mounted from deploy/"
     script = (ROOT / script_mounts[0]).read_text(encoding="utf-8")
-    assert "temporal operator search-attribute create" in script
+    assert "operator search-attribute create" in script
     assert "--type Keyword" in script
+    # The job presents its client certificate to the mTLS frontend as flags every CLI knows.
+    for flag in ("--tls-cert-path", "--tls-key-path", "--tls-ca-path"):
+        assert flag in script
     assert "search-attribute list" in script, "must skip attributes that already exist"
     for name in SEARCH_ATTRIBUTES:  # also the defaults when run without arguments
         assert name in script
@@ -412,7 +436,10 @@ def test_worker_environment(services: dict[str, Any]) -> None:
 def test_no_secret_value_is_written_in_compose(services: dict[str, Any]) -> None:
     for name, service in services.items():
         for key, value in _environment(service).items():
-            if SECRET_NAME.search(key):
+            if key.endswith(("_FILE", "_PATH", "_DIR")):
+                # A path: to a mounted secret or file, never the value itself.
+                assert value.startswith("/"), f"{name}.{key}={value} must be a path"
+            elif SECRET_NAME.search(key) and value not in ("true", "false"):  # a flag, not a value
                 assert INTERPOLATION.fullmatch(value), f"{name}.{key} must be a ${{...}} reference"
 
 
@@ -447,6 +474,215 @@ def test_doc_tells_how_to_start_and_where_the_uis_are(doc: str) -> None:
     for url in ("http://localhost:8233", "http://localhost:16686", "http://localhost:9001"):
         assert url in doc
     assert "Temporal Cloud" in doc and "TEMPORAL_API_KEY" in doc
+
+
+# --- secrets, mutual TLS, the codec and the UI's door ---------------------------------------
+
+
+def _secrets_of(service: dict[str, Any]) -> set[str]:
+    return {item if isinstance(item, str) else item["source"] for item in service.get("secrets") or []}
+
+
+def _secret_paths(service: dict[str, Any]) -> dict[str, str]:
+    """Environment variables of a service that point at one of its mounted secrets."""
+    return {k: v for k, v in _environment(service).items() if v.startswith("/run/secrets/")}
+
+
+def test_every_secret_is_declared_used_and_kept_out_of_git_and_the_image(compose: dict[str, Any]) -> None:
+    declared = compose.get("secrets") or {}
+    used = set().union(*(_secrets_of(svc) for svc in compose["services"].values()))
+    assert used - set(declared) == set(), "mounted but not declared"
+    assert set(declared) - used == set(), "declared but mounted nowhere"
+    for name, spec in declared.items():
+        assert set(spec) == {"file"}, f"secret {name} must be a file (no inline value, no env)"
+        assert spec["file"].startswith("./deploy/secrets/"), spec
+    assert "secrets/" in (ROOT / "deploy" / ".gitignore").read_text().split()
+    assert "deploy/secrets" in (ROOT / ".dockerignore").read_text().split()
+    # The CA's private key is never mounted into anything.
+    assert not any(spec["file"].endswith("ca.key") for spec in declared.values())
+
+
+def test_every_path_to_a_secret_names_one_the_service_mounts(services: dict[str, Any]) -> None:
+    for name, service in services.items():
+        mounted = _secrets_of(service)
+        for key, value in _secret_paths(service).items():
+            assert value.removeprefix("/run/secrets/") in mounted, f"{name}.{key}: {value} is not mounted"
+        for test in (service.get("healthcheck") or {}).get("test") or []:
+            for secret in re.findall(r"/run/secrets/([\w-]+)", test):
+                assert secret in mounted, f"{name} healthcheck uses {secret}"
+
+
+def test_temporal_requires_client_certificates_on_the_frontend_and_between_its_services(
+    services: dict[str, Any],
+) -> None:
+    env = _environment(services["temporal"])
+    assert env["TEMPORAL_TLS_REQUIRE_CLIENT_AUTH"] == "true"
+    files = (
+        "FRONTEND_CERT",
+        "FRONTEND_KEY",
+        "SERVER_CERT",
+        "SERVER_KEY",
+        "SERVER_CA_CERT",
+        "CLIENT1_CA_CERT",
+    )
+    for key in files:
+        assert env[f"TEMPORAL_TLS_{key}"].startswith("/run/secrets/"), key
+    assert env["TEMPORAL_TLS_FRONTEND_DISABLE_HOST_VERIFICATION"] == "false"
+    assert env["TEMPORAL_TLS_INTERNODE_DISABLE_HOST_VERIFICATION"] == "false"
+    health = " ".join(services["temporal"]["healthcheck"]["test"])
+    assert "--tls-cert-path" in health and "--tls-server-name temporal" in health
+
+
+def test_every_temporal_client_presents_its_own_client_certificate(services: dict[str, Any]) -> None:
+    talking = {
+        n for n, svc in services.items() if _environment(svc).get("TEMPORAL_ADDRESS") == "temporal:7233"
+    }
+    assert talking == set(TEMPORAL_CLIENTS), "a service talks to Temporal without a TLS client set-up"
+    certificates: dict[str, str] = {}
+    for name, (cert, key, ca) in TEMPORAL_CLIENTS.items():
+        env = _environment(services[name])
+        assert env[ca] == "/run/secrets/tls-ca", name
+        assert env[cert].removeprefix("/run/secrets/") == f"{name.removeprefix('temporal-')}-cert" or env[
+            cert
+        ].endswith("-cert"), name
+        assert env[key] == env[cert].removesuffix("-cert") + "-key", name
+        certificates[name] = env[cert]
+    assert len(set(certificates.values())) == len(certificates), "clients must not share a certificate"
+    # The UI checks the frontend's name; pitstop's clients check it against TEMPORAL_ADDRESS.
+    assert _environment(services["temporal-ui"])["TEMPORAL_TLS_ENABLE_HOST_VERIFICATION"] == "true"
+
+
+def _secret_file(compose: dict[str, Any], service: str, variable: str) -> str:
+    secret = _environment(compose["services"][service])[variable].removeprefix("/run/secrets/")
+    return str(compose["secrets"][secret]["file"]).removeprefix("./deploy/secrets/")
+
+
+def test_the_dev_certificates_fit_the_names_and_roles_compose_gives_them(
+    compose: dict[str, Any], tmp_path: Path
+) -> None:
+    """Generate the dev secrets, then check each file compose mounts does the job its service
+    gives it: issued by the CA the clients trust, client certificates for clients, a frontend
+    certificate for the names the clients dial, an internode certificate for the name set."""
+    from cryptography import x509
+    from cryptography.x509.oid import ExtendedKeyUsageOID
+
+    spec = importlib.util.spec_from_file_location("dev_secrets", ROOT / "deploy" / "dev_secrets.py")
+    assert spec is not None and spec.loader is not None
+    dev_secrets = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(dev_secrets)
+    dev_secrets.make_all(tmp_path, ui_password="x")
+    for name, spec_ in compose["secrets"].items():
+        assert (tmp_path / spec_["file"].removeprefix("./deploy/secrets/")).is_file(), f"{name} not made"
+
+    def cert(relative: str) -> x509.Certificate:
+        return x509.load_pem_x509_certificate((tmp_path / relative).read_bytes())
+
+    def usages(c: x509.Certificate) -> set[x509.ObjectIdentifier]:
+        return set(c.extensions.get_extension_for_class(x509.ExtendedKeyUsage).value)
+
+    temporal = _environment(compose["services"]["temporal"])
+    ca = cert(_secret_file(compose, "temporal", "TEMPORAL_TLS_SERVER_CA_CERT"))
+    frontend = cert(_secret_file(compose, "temporal", "TEMPORAL_TLS_FRONTEND_CERT"))
+    frontend.verify_directly_issued_by(ca)
+    names = frontend.extensions.get_extension_for_class(x509.SubjectAlternativeName).value
+    dialed = {"temporal", "localhost"}  # temporal:7233 in the stack, 127.0.0.1:7233 from the host
+    assert dialed <= set(names.get_values_for_type(x509.DNSName))
+    assert temporal["TEMPORAL_TLS_FRONTEND_SERVER_NAME"] in names.get_values_for_type(x509.DNSName)
+    assert ExtendedKeyUsageOID.SERVER_AUTH in usages(frontend)
+    internode = cert(_secret_file(compose, "temporal", "TEMPORAL_TLS_SERVER_CERT"))
+    internode.verify_directly_issued_by(ca)
+    internode_names = internode.extensions.get_extension_for_class(x509.SubjectAlternativeName).value
+    assert temporal["TEMPORAL_TLS_INTERNODE_SERVER_NAME"] in internode_names.get_values_for_type(x509.DNSName)
+    assert usages(internode) == {ExtendedKeyUsageOID.SERVER_AUTH, ExtendedKeyUsageOID.CLIENT_AUTH}
+    for service, (cert_var, _, ca_var) in TEMPORAL_CLIENTS.items():
+        assert cert(_secret_file(compose, service, ca_var)) == ca, service
+        client = cert(_secret_file(compose, service, cert_var))
+        client.verify_directly_issued_by(ca)
+        assert usages(client) == {ExtendedKeyUsageOID.CLIENT_AUTH}, service
+
+
+def test_only_workers_hold_the_worker_key_and_only_signers_and_checkers_the_vote_key(
+    services: dict[str, Any],
+) -> None:
+    holders = {
+        secret: sorted(n for n, svc in services.items() if secret in _secrets_of(svc))
+        for secret in ("pitstop-worker-key", "pitstop-vote-key", "codec-key", "ui-users")
+    }
+    assert holders == {
+        "pitstop-worker-key": ["worker"],
+        "pitstop-vote-key": ["slack-bridge", "worker"],
+        "codec-key": ["codec-server", "slack-bridge", "worker"],
+        "ui-users": ["ui-proxy"],
+    }
+    assert _environment(services["worker"])["PITSTOP_WORKER_KEY_FILE"] == "/run/secrets/pitstop-worker-key"
+    for name in ("worker", "slack-bridge"):
+        assert _environment(services[name])["PITSTOP_VOTE_KEY_FILE"] == "/run/secrets/pitstop-vote-key"
+    for name in ("worker", "slack-bridge", "codec-server"):
+        assert _environment(services[name])["PITSTOP_CODEC_KEY_FILE"] == "/run/secrets/codec-key", name
+
+
+def test_the_worker_runs_under_the_operators_policy(services: dict[str, Any]) -> None:
+    worker = services["worker"]
+    policy = _environment(worker)["PITSTOP_WORKER_POLICY"]
+    mounts = {target: source for source, target in _bind_sources(worker)}
+    assert mounts[policy] == "./deploy/worker-policy.yaml"
+    assert f"./deploy/worker-policy.yaml:{policy}:ro" in worker["volumes"]
+    data = _load(ROOT / "deploy" / "worker-policy.yaml")
+    assert set(data) <= {"files", "clusters_dir", "clusters", "s3", "etcd", "secrets"}
+    # Clusters are the worker's, by name; no cluster may run kubeconfig plugins by default.
+    assert data["clusters"] and not any(c.get("allow_exec") for c in data["clusters"].values())
+    s3 = _environment(worker)["AWS_ENDPOINT_URL_S3"]
+    assert any(e["url"] == s3 for e in data["s3"]["endpoints"]), "the stack's own S3 must be allowed"
+
+
+def _caddy_routes() -> dict[str, str]:
+    """`handle_path <prefix>` / `handle` -> upstream default, from deploy/caddy/Caddyfile."""
+    text = (ROOT / "deploy" / "caddy" / "Caddyfile").read_text(encoding="utf-8")
+    routes: dict[str, str] = {}
+    for match in re.finditer(r"handle(?:_path)?\s*([^\s{]*)\s*\{\s*reverse_proxy\s+(\S+)", text):
+        upstream = re.fullmatch(r"\{\$\w+:([^}]+)\}", match.group(2))
+        routes[match.group(1) or "*"] = upstream.group(1) if upstream else match.group(2)
+    return routes
+
+
+def test_the_ui_and_the_codec_server_are_reachable_only_through_the_login(
+    compose: dict[str, Any], services: dict[str, Any]
+) -> None:
+    assert "ports" not in services["temporal-ui"] and "ports" not in services["codec-server"]
+    assert services["codec-server"]["networks"] == ["ui-edge"], "nothing else may reach the codec server"
+    assert set(services["ui-proxy"]["networks"]) == {"ui-edge"}
+    assert "ui-edge" in compose["networks"] and "ui-edge" in services["temporal-ui"]["networks"]
+    proxy = services["ui-proxy"]
+    assert "./deploy/caddy/Caddyfile:/etc/caddy/Caddyfile:ro" in proxy["volumes"]
+    caddyfile = (ROOT / "deploy" / "caddy" / "Caddyfile").read_text(encoding="utf-8")
+    assert "basic_auth" in caddyfile and "/run/secrets/ui-users" in caddyfile
+    assert _caddy_routes() == {"/codec/*": "codec-server:8081", "*": "temporal-ui:8080"}
+
+
+def test_the_ui_the_codec_server_and_the_proxy_agree(services: dict[str, Any]) -> None:
+    ui_url = re.fullmatch(
+        r"\$\{PITSTOP_UI_URL:-([^}]+)\}", _environment(services["worker"])["PITSTOP_UI_URL"]
+    )
+    assert ui_url, "PITSTOP_UI_URL must default the same way everywhere"
+    origin = ui_url.group(1)
+    ui = _environment(services["temporal-ui"])
+    assert ui["TEMPORAL_CODEC_ENDPOINT"] == "${PITSTOP_UI_URL:-" + origin + "}/codec"
+    command = services["codec-server"]["command"]
+    assert command[:3] == ["pitstop", "codec", "serve"]
+    port = command[command.index("--port") + 1]
+    assert command[command.index("--ui-origin") + 1] == "${PITSTOP_UI_URL:-" + origin + "}"
+    assert command[command.index("--host") + 1] == "0.0.0.0"  # inside its container, on ui-edge only
+    assert _caddy_routes()["/codec/*"] == f"codec-server:{port}"
+    assert str(services["ui-proxy"]["ports"][0]).endswith(":8233") and origin.endswith(":8233")
+    assert "codec-key" not in _secrets_of(services["temporal-ui"]), "the UI never holds the key"
+
+
+def test_pitstop_containers_run_without_privileges(services: dict[str, Any]) -> None:
+    for name in ("worker", "slack-bridge", "codec-server"):
+        service = services[name]
+        assert service["read_only"] is True, name
+        assert service["cap_drop"] == ["ALL"], name
+        assert "no-new-privileges:true" in service["security_opt"], name
 
 
 # --- the real parser, where there is one ------------------------------------------------
