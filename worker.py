@@ -134,6 +134,7 @@ async def run_worker(
     """Connect, serve `task_queue` until SIGTERM/SIGINT, then shut down gracefully."""
     registered()  # fail on empty registries before needing a server
     policy = load_policy()  # PolicyError: refuse to start, before connecting
+    log_policy(policy)
     client = await connect(settings)
     worker = build_worker(
         client,
@@ -151,7 +152,6 @@ async def run_worker(
         settings.temporal_address,
         settings.temporal_namespace,
     )
-    log_policy(policy)
     async with worker:
         await stop.wait()
         log.info("stopping: in-flight activities have %gs to finish", grace_seconds)

@@ -46,7 +46,7 @@ from activities._args import parse_args
 from pitstop.contracts import ModuleCall, ModuleResult
 from pitstop.module_args.storage import DownloadArgs, LatestArgs, RetentionArgs, S3Args, UploadArgs
 from pitstop.modules import ModuleArgs, SecretRef
-from pitstop.policy.files import AllowedPath, directory_fd, readable, writable
+from pitstop.policy.files import AllowedPath, directory_fd, open_nofollow, readable, writable
 from pitstop.policy.grants import check_grant
 from pitstop.policy.s3 import check_s3, effective_endpoint
 from pitstop.policy.urls import AWS, normalize_endpoint
@@ -465,8 +465,8 @@ class ChecksumMismatch(Exception):
 def _same_file(dir_fd: int, name: str, size: Any, expected: str) -> bool:
     """Whether `name` (in dir_fd, not followed if a symlink) already holds the object."""
     try:
-        fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=dir_fd)
-    except OSError:
+        fd = open_nofollow(name, os.O_RDONLY, dir_fd=dir_fd)
+    except FileNotFoundError:
         return False
     digest = hashlib.sha256()
     with os.fdopen(fd, "rb") as handle:
@@ -503,12 +503,7 @@ def download_file(
             body = client.get_object(Bucket=bucket, Key=key)["Body"]
             digest, size = hashlib.sha256(), 0
             try:
-                fd = os.open(
-                    partial,
-                    os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC,
-                    0o600,
-                    dir_fd=dir_fd,
-                )
+                fd = open_nofollow(partial, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, dir_fd=dir_fd)
                 with os.fdopen(fd, "wb") as out:
                     for chunk in body.iter_chunks(DOWNLOAD_CHUNK):
                         out.write(chunk)

@@ -7,9 +7,9 @@ be presented to whoever runs that server. So etcd endpoints are an allow-list, a
 are, and an `etcd_tls` grant may narrow where its certificate is used.
 
 The one exception is a restore drill's own scratch member: an etcd this worker started
-(`etcd.scratch_member`) on a loopback port, on data inside the run's work directory. It is
-recognised from the process table (the etcd binary, its --listen-client-urls and --data-dir),
-not from anything a runbook could write.
+(`etcd.scratch_member`) on a loopback port, on data in a directory the run may write (its work
+directory or the policy's files.write). It is recognised from the process table (the etcd
+binary, its --listen-client-urls and --data-dir), not from anything a runbook could write.
 """
 
 from __future__ import annotations
@@ -23,15 +23,15 @@ from pitstop.policy.load import current_policy
 from pitstop.policy.urls import normalize_endpoint
 
 
-def _scratch_member_urls(work_dir: Path) -> set[str]:
-    """Client URLs of etcd processes serving data inside `work_dir`."""
+def _scratch_member_urls(roots: list[Path]) -> set[str]:
+    """Client URLs of loopback etcd processes serving data inside one of `roots`."""
     from pitstop.devstack import MissingBinaryError, etcd_tool
 
     try:
         binary = str(etcd_tool("etcd")).encode()
     except MissingBinaryError:
         return set()
-    prefix = str(work_dir).rstrip("/").encode() + b"/"
+    prefixes = tuple(str(root).rstrip("/").encode() + b"/" for root in roots)
     urls: set[str] = set()
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit():
@@ -45,7 +45,7 @@ def _scratch_member_urls(work_dir: Path) -> set[str]:
         flags = dict(arg.split(b"=", 1) for arg in argv[1:] if arg.startswith(b"--") and b"=" in arg)
         data_dir = flags.get(b"--data-dir", b"")
         client = flags.get(b"--listen-client-urls", b"")
-        if data_dir.startswith(prefix) and client.startswith(b"http://127.0.0.1:"):
+        if data_dir.startswith(prefixes) and client.startswith(b"http://127.0.0.1:"):
             urls.add(normalize_endpoint(client.decode()))
     return urls
 
@@ -65,7 +65,8 @@ def check_etcd(
             raise policy_violation(f"{what}: endpoint {exc}", fix=None) from None
         if endpoint not in allowed:
             if scratch is None:
-                scratch = _scratch_member_urls(run_work_dir(run_id, policy))
+                roots = [run_work_dir(run_id, policy), *(rule.path for rule in policy.write)]
+                scratch = _scratch_member_urls(roots)
             if endpoint not in scratch:
                 listed = ", ".join(rule.shown for rule in policy.etcd) or "none"
                 raise policy_violation(

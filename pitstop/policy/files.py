@@ -20,6 +20,7 @@ firmware images, manifests) and to the run's work directory for what the run mak
 from __future__ import annotations
 
 import contextlib
+import errno
 import hashlib
 import os
 import re
@@ -124,10 +125,27 @@ def writable(
     return check_path(raw, run_id=run_id, what=what, access="write", relative_to=relative_to, policy=policy)
 
 
+def swapped_symlink(path: Path) -> Exception:
+    """The refusal when a symlink appeared where the check found none."""
+    return policy_violation(
+        f"{path}: a symlink appeared there after the worker policy allowed the path; refusing to follow it",
+        fix=None,
+    )
+
+
+def open_nofollow(path: str | Path, flags: int, mode: int = 0o600, *, dir_fd: int | None = None) -> int:
+    """os.open with O_NOFOLLOW; a symlink at the name is a PolicyViolation, other errors as usual."""
+    try:
+        return os.open(path, flags | os.O_NOFOLLOW | os.O_CLOEXEC, mode, dir_fd=dir_fd)
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            raise swapped_symlink(Path(path)) from None
+        raise
+
+
 def read_file_bytes(allowed: AllowedPath) -> bytes:
     """The file's bytes, opened without following a symlink at its name (OSError as usual)."""
-    fd = os.open(allowed.path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
-    with os.fdopen(fd, "rb") as handle:
+    with os.fdopen(open_nofollow(allowed.path, os.O_RDONLY), "rb") as handle:
         return handle.read()
 
 
@@ -150,7 +168,14 @@ def directory_fd(directory: Path, allowed: AllowedPath, *, create: bool = True) 
             if create:
                 with contextlib.suppress(FileExistsError):
                     os.mkdir(part, 0o700, dir_fd=fd)
-            child = os.open(part, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=fd)
+            try:
+                child = os.open(part, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=fd)
+            except OSError as exc:
+                if exc.errno in (errno.ELOOP, errno.ENOTDIR) and os.path.islink(
+                    os.path.join(f"/proc/self/fd/{fd}", part)
+                ):
+                    raise swapped_symlink(directory) from None
+                raise
             os.close(fd)
             fd = child
         yield fd

@@ -20,9 +20,19 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from pydantic import BaseModel
+
 from pitstop.policy.effective import BUILT_IN, ClusterRule, Dir, EtcdRule, Grant, S3Rule, WorkerPolicy
 from pitstop.policy.errors import POLICY_ENV, PolicyError, policy_violation
-from pitstop.policy.model import PolicyFile
+from pitstop.policy.model import (
+    ClusterSection,
+    EtcdSection,
+    FilesSection,
+    GrantSection,
+    PolicyFile,
+    S3EndpointSection,
+    S3Section,
+)
 from pitstop.policy.urls import normalize_endpoint
 
 DEFAULT_FILE_NAME = "worker-policy.yaml"
@@ -62,11 +72,41 @@ def load_policy(environ: Mapping[str, str] = os.environ) -> WorkerPolicy:
             parsed = PolicyFile()
         else:
             require_mapping(root, "a worker policy")
+            _check_keys(root)
             parsed = validate_model(PolicyFile, doc.data, root, "the worker policy")
         return _resolve(parsed, path.resolve(), why, root, environ)
     except RunbookError as exc:
         hint = f" (set by {POLICY_ENV})" if why == POLICY_ENV and exc.message == "file not found" else ""
-        raise PolicyError(f"{exc}{hint}; fix the worker policy and start the worker again") from None
+        raise PolicyError(f"{exc}{hint}; fix the worker policy") from None
+
+
+def _check_keys(root: Any) -> None:
+    """Unknown keys anywhere in the file, each at its line with the nearest valid key."""
+    from pitstop.runbook._checks import field_keys
+
+    def check(node: Any, model: type[BaseModel], what: str) -> None:
+        if isinstance(node.value, dict):
+            node.check_keys(field_keys(model), what)
+
+    def each(node: Any, model: type[BaseModel], what: str) -> None:
+        value = node.value
+        items = (
+            value.items() if isinstance(value, dict) else enumerate(value) if isinstance(value, list) else []
+        )
+        for key, _ in items:
+            check(node.child(key), model, f"{what} {key!r}" if isinstance(key, str) else what)
+
+    check(root, PolicyFile, "the worker policy")
+    sections: dict[str, type[BaseModel]] = {"files": FilesSection, "s3": S3Section, "etcd": EtcdSection}
+    for key, model in sections.items():
+        if root.has(key):
+            check(root.child(key), model, key)
+    if root.has("clusters"):
+        each(root.child("clusters"), ClusterSection, "cluster")
+    if root.has("secrets"):
+        each(root.child("secrets"), GrantSection, "secret")
+    if root.has("s3") and isinstance(root.child("s3").value, dict) and root.child("s3").has("endpoints"):
+        each(root.child("s3", "endpoints"), S3EndpointSection, "s3.endpoints item")
 
 
 _cache: dict[tuple[Any, ...], WorkerPolicy] = {}
@@ -120,7 +160,7 @@ class _Resolver:
     def origin(self, *loc: str | int) -> str:
         if self.root is None or self.source is None:
             return BUILT_IN
-        line, _ = self.root.child(*loc).pos()
+        line, _ = self.root.child(*loc).pos(key=True)
         return f"{self.source}:{line}"
 
     def error(self, message: str, *loc: str | int) -> PolicyError:
