@@ -289,16 +289,16 @@ class DevStack:
 
     def policy_text(self) -> str:
         """The worker policy of the embedded stack (see the module docstring)."""
-        return (
+        text = (
             f"{POLICY_MARK} (remove this line to keep your edits).\n"
             "# Workers started with this PITSTOP_HOME use it unless PITSTOP_WORKER_POLICY names another\n"
             "# file; `python worker.py --show-policy` shows it with every default. See docs/policy.md.\n"
-            "s3:\n"
-            "  endpoints:\n"
-            f"    - url: {self.s3_endpoint}   # moto\n"
-            '      buckets: ["*"]\n'
-            "etcd:\n"
-            f"  endpoints: [{self.etcd_endpoint}]\n"
+        )
+        if "s3" in self.config.parts:
+            text += f's3:\n  endpoints:\n    - url: {self.s3_endpoint}   # moto\n      buckets: ["*"]\n'
+        if "etcd" in self.config.parts:
+            text += f"etcd:\n  endpoints: [{self.etcd_endpoint}]\n"
+        return text + (
             "secrets:\n"
             "  # The nodes' SSH key of the rehearsal clusters `pitstop sim serve` and the demo start.\n"
             "  sim-ssh-key: {purpose: ssh_key}\n"
