@@ -5,6 +5,12 @@ boto3, etcdctl subprocesses), so plain `def` activities run on a thread pool siz
 `max_concurrent_activities`; `async def` activities, if any, run on the event loop. On
 SIGTERM/SIGINT the worker stops polling, gives in-flight activities `--grace-seconds` to
 finish, then cancels them (sync activities see the cancellation on their next heartbeat).
+
+Policy: the worker runs under the worker policy (`PITSTOP_WORKER_POLICY`, see docs/policy.md),
+logs which one at start, and refuses to start when it is invalid. `--show-policy` prints the
+effective policy (defaults resolved, each rule with where it came from) and exits. Every
+activity runs inside a scope that scrubs the secrets it resolved from its error, result and
+log lines (`pitstop.policy.scrub`).
 """
 
 from __future__ import annotations
@@ -24,6 +30,8 @@ from temporalio.contrib.opentelemetry import TracingInterceptor
 from temporalio.worker import Interceptor, Worker
 
 from pitstop.client import PitstopConnectionError, connect, encryption_summary, tracing_interceptor
+from pitstop.policy import PolicyError, WorkerPolicy, load_policy
+from pitstop.policy.scrub import ScrubLogFilter, ScrubSecretsInterceptor
 from pitstop.sandbox import workflow_runner
 from pitstop.settings import Settings
 from pitstop.telemetry import setup_tracing, shutdown_tracing
@@ -51,6 +59,8 @@ def configure_logging(level: str = "INFO") -> None:
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
         stream=sys.stderr,
     )
+    for handler in logging.getLogger().handlers:
+        handler.addFilter(ScrubLogFilter())
     _logging_configured = True
 
 
@@ -96,6 +106,8 @@ def build_worker(
     # A client made by pitstop.client.connect already carries the tracing interceptor, and
     # Temporal applies client interceptors to the worker too; adding it twice doubles spans.
     interceptors: list[Interceptor] = [] if _client_has_tracing(client) else [tracing_interceptor()]
+    # Innermost: secrets an activity resolved are scrubbed before anything else sees its outcome.
+    interceptors.append(ScrubSecretsInterceptor())
     executor = ThreadPoolExecutor(
         max_workers=max_concurrent_activities, thread_name_prefix=f"activity-{task_queue}"
     )
@@ -121,6 +133,8 @@ async def run_worker(
 ) -> None:
     """Connect, serve `task_queue` until SIGTERM/SIGINT, then shut down gracefully."""
     registered()  # fail on empty registries before needing a server
+    policy = load_policy()  # PolicyError: refuse to start, before connecting
+    log_policy(policy)
     client = await connect(settings)
     worker = build_worker(
         client,
@@ -149,6 +163,27 @@ async def run_worker(
     log.info("worker stopped")
 
 
+def log_policy(policy: WorkerPolicy) -> None:
+    from pitstop.policy.show import policy_summary
+
+    log.info("worker %s", policy_summary(policy))
+
+
+def show_policy() -> int:
+    """Print the effective policy; 0, or 2 with the one-line reason when it is invalid."""
+    from rich.console import Console
+
+    from pitstop.policy.show import policy_view
+
+    try:
+        policy = load_policy()
+    except PolicyError as exc:
+        typer.echo(f"pitstop worker: invalid worker policy: {exc}", err=True)
+        return 2
+    Console().print(policy_view(policy))
+    return 0
+
+
 def main(
     task_queue: Annotated[
         str | None, typer.Option(help="Task queue to serve (default: $PITSTOP_TASK_QUEUE or 'pitstop').")
@@ -160,8 +195,17 @@ def main(
         float, typer.Option(min=0, help="On SIGTERM, how long in-flight activities may finish.")
     ] = DEFAULT_GRACE_SECONDS,
     log_level: Annotated[str, typer.Option(help="Logging level.")] = "INFO",
+    show_policy_: Annotated[
+        bool,
+        typer.Option(
+            "--show-policy",
+            help="Print the effective worker policy ($PITSTOP_WORKER_POLICY, defaults resolved) and exit.",
+        ),
+    ] = False,
 ) -> None:
     """Run a pitstop worker until SIGTERM or Ctrl-C."""
+    if show_policy_:
+        raise typer.Exit(code=show_policy())
     configure_logging(log_level)
     settings = Settings.from_env()
     setup_tracing("pitstop-worker")
@@ -176,6 +220,9 @@ def main(
         )
     except (EmptyRegistryError, PitstopConnectionError) as exc:
         typer.echo(f"pitstop worker: {exc}", err=True)
+        raise typer.Exit(code=2) from None
+    except PolicyError as exc:
+        typer.echo(f"pitstop worker: invalid worker policy, not starting: {exc}", err=True)
         raise typer.Exit(code=2) from None
     finally:
         shutdown_tracing()

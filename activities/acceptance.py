@@ -27,7 +27,7 @@ from activities._args import parse_args
 from activities.acceptance_jobs import Jobs
 from activities.kube.client import ApiStatus, Kube, Obj, namespaced, pod_path, pods_path
 from activities.kube.common import Deadline, beat, fail, first_details, kube_for, kube_module, pause
-from activities.storage import s3_client
+from activities.storage import check_s3_access, s3_client
 from pitstop.acceptance.judge import Measurement, Policy, judge, not_measured
 from pitstop.acceptance.probes import select
 from pitstop.contracts import ModuleCall, ModuleResult
@@ -373,7 +373,7 @@ def object_storage(c: Cluster) -> Measurement:
     store = c.args.object_storage
     if store is None:
         return not_measured("no object store configured (object_storage: bucket, endpoint_url)")
-    client = s3_client(store)
+    client = s3_client(store, "acceptance.check: object_storage")
     started = time.monotonic()
     try:
         client.head_bucket(Bucket=store.bucket)
@@ -663,6 +663,8 @@ def _known_nodes(c: Cluster) -> None:
 @kube_module("acceptance.check")
 def acceptance_check(call: ModuleCall) -> ModuleResult:
     args = parse_args(AcceptanceArgs, call)
+    if args.object_storage is not None:  # refused up front, before any probe runs
+        check_s3_access(args.object_storage, f"{call.module}: object_storage")
     specs = select(args.layers)
     kube = kube_for(call)
     cluster = Cluster(kube, args)

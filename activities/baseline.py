@@ -1,7 +1,9 @@
 """`baseline.record` / `baseline.compare`: a JSON file per (product, pool) in a directory.
 
 The directory is local to the worker by default; point PITSTOP_BASELINE_DIR at shared
-storage (or sync it to S3) when several workers serve one cluster.
+storage (or sync it to S3) when several workers serve one cluster. That directory is the
+worker's own; a `store` a runbook names instead is a path under the worker policy's files
+rule (relative to the runbook directory; `baseline.record` must be allowed to write it).
 """
 
 from __future__ import annotations
@@ -19,8 +21,17 @@ from activities._args import parse_args
 from pitstop.baseline import Baseline, compare, merge
 from pitstop.contracts import ModuleCall, ModuleResult
 from pitstop.module_args.baseline import CompareArgs, RecordArgs
+from pitstop.policy.files import Access, check_path
 
 _SAFE = re.compile(r"[^A-Za-z0-9._-]+")
+
+
+def store_dir(store: str | None, call: ModuleCall | None = None, access: Access = "read") -> str | None:
+    """The store a runbook named, once the files rule allows `access` there (None: the default)."""
+    if store is None or call is None:
+        return store
+    what = f"{call.module}: store"
+    return str(check_path(store, run_id=call.run_id, what=what, access=access, relative_to="runbook").path)
 
 
 def _path(store: str | None, product: str, pool: str) -> Path:
@@ -48,19 +59,20 @@ def save(store: str | None, baseline: Baseline) -> Path:
 @activity.defn(name="module.baseline.record")
 def baseline_record(call: ModuleCall) -> ModuleResult:
     args = parse_args(RecordArgs, call)
-    current = load(args.store, args.product, args.pool)
+    store = store_dir(args.store, call, "write")
+    current = load(store, args.product, args.pool)
     updated = merge(current, args.metrics, datetime.now(UTC), call.run_id, args.units)
     figures = {k: round(v.value, 3) for k, v in updated.metrics.items() if k in args.metrics}
     if call.check_mode:
         return ModuleResult(changed=True, msg=f"would record {figures}", data={"baseline": figures})
-    path = save(args.store, updated)
+    path = save(store, updated)
     return ModuleResult(changed=True, msg=f"recorded {figures} in {path}", data={"baseline": figures})
 
 
 @activity.defn(name="module.baseline.compare")
 def baseline_compare(call: ModuleCall) -> ModuleResult:
     args = parse_args(CompareArgs, call)
-    baseline = load(args.store, args.product, args.pool)
+    baseline = load(store_dir(args.store, call), args.product, args.pool)
     try:
         deviations = compare(baseline, args.metrics, args.thresholds)
     except KeyError as exc:

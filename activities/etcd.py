@@ -18,6 +18,11 @@ and `auth` entries. A client can never count those, so `etcd.verify` checks inst
   stores the count with the object, so a drill weeks later still knows it;
 * per-prefix counts (e.g. `/registry/minions/`, the Kubernetes node count) the same way;
 * sample reads: keys listed under each required prefix are read back one by one.
+
+Worker policy: every endpoint must be in the policy's `etcd.endpoints` (or be this run's own
+scratch member); TLS secrets must be granted as `etcd_tls` (for those endpoints, when the grant
+names any); snapshot files and scratch directories are paths under the files rule, relative to
+the run's work directory (docs/policy.md). All checked before etcdctl runs.
 """
 
 from __future__ import annotations
@@ -54,6 +59,9 @@ from pitstop.module_args.etcd import (
     _ScratchArgs,
 )
 from pitstop.modules import ModuleArgs, SecretRef
+from pitstop.policy.errors import policy_violation
+from pitstop.policy.etcd import check_etcd
+from pitstop.policy.files import AllowedPath, make_dirs, readable, writable
 from pitstop.secrets import SecretNotFound, resolve_secret
 
 A = TypeVar("A", bound=ModuleArgs)
@@ -111,9 +119,18 @@ def run_tool(argv: list[str], timeout: float = _COMMAND_TIMEOUT_S) -> subprocess
             _beat(f"{Path(argv[0]).name} running")
 
 
+def allowed_endpoints(args: EtcdClientArgs, call: ModuleCall) -> list[str]:
+    """The args' endpoints, normalized, once the worker policy allows every one of them."""
+    return check_etcd(args.endpoints, run_id=call.run_id, what=f"{call.module}: endpoints")
+
+
 @contextlib.contextmanager
-def tls_flags(args: EtcdClientArgs) -> Iterator[list[str]]:
-    """etcdctl flags for the TLS material, written to a private directory removed afterwards."""
+def tls_flags(args: EtcdClientArgs, call: ModuleCall) -> Iterator[list[str]]:
+    """etcdctl flags for the TLS material, written to a private directory removed afterwards.
+
+    The endpoints are checked against the policy first (also without TLS), and each secret must
+    be granted as `etcd_tls` for them."""
+    endpoints = allowed_endpoints(args, call)
     if not args.uses_tls:
         yield []
         return
@@ -129,7 +146,7 @@ def tls_flags(args: EtcdClientArgs) -> Iterator[list[str]]:
             if ref is None:
                 continue
             try:
-                value = resolve_secret(ref)
+                value = resolve_secret(ref, "etcd_tls", what=f"{call.module}: {flag}", endpoints=endpoints)
             except SecretNotFound as exc:
                 raise _precondition(f"etcd TLS {flag}: {exc}") from None
             path = Path(tmp) / flag
@@ -279,11 +296,21 @@ def _save_data(args: SnapshotSaveArgs, dest: Path, endpoint: str, tls: list[str]
     }
 
 
+def _snapshot_dest(args: SnapshotSaveArgs, call: ModuleCall) -> AllowedPath:
+    allowed = writable(args.dest, run_id=call.run_id, what=f"{call.module}: dest", relative_to="work")
+    # etcdctl writes the file by its name: the name must not be a symlink (the directories up to
+    # it are created without following any, and were resolved by the check above).
+    if allowed.path.is_symlink():
+        raise policy_violation(f"{call.module}: dest {args.dest} is a symlink", fix=None)
+    return allowed
+
+
 @activity.defn(name="module.etcd.snapshot_save")
 def etcd_snapshot_save(call: ModuleCall) -> ModuleResult:
     args = parse_args(SnapshotSaveArgs, call)
-    dest = Path(args.dest)
-    with tls_flags(args) as tls:
+    allowed = _snapshot_dest(args, call)
+    dest = allowed.path
+    with tls_flags(args, call) as tls:
         if dest.exists():
             try:
                 endpoint = _first_answering(args, tls)
@@ -303,7 +330,7 @@ def etcd_snapshot_save(call: ModuleCall) -> ModuleResult:
                 msg=f"would save a snapshot of {args.endpoints[0]} to {dest}",
                 data=_planned(dest),
             )
-        dest.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+        make_dirs(AllowedPath(path=dest.parent, root=allowed.root))
         endpoint = _first_answering(args, tls)
         started = time.time()
         partial = dest.with_name(dest.name + ".part")
@@ -370,7 +397,7 @@ def _first_answering(args: EtcdClientArgs, tls: list[str]) -> str:
 @activity.defn(name="module.etcd.snapshot_status")
 def etcd_snapshot_status(call: ModuleCall) -> ModuleResult:
     args = parse_args(SnapshotStatusArgs, call)
-    path = Path(args.path)
+    path = readable(args.path, run_id=call.run_id, what=f"{call.module}: path", relative_to="work").path
     if not path.is_file():
         if call.check_mode:
             unknown = ("size", "sha256", "hash", "hash_hex", "revision", "total_keys", "total_size")
@@ -396,9 +423,13 @@ def etcd_snapshot_status(call: ModuleCall) -> ModuleResult:
 # ------------------------------------------------------------------ scratch directories
 
 
-def guard_scratch(args: _ScratchArgs) -> Path:
-    """The scratch directory, after refusing any overlap with a live etcd data directory."""
-    scratch = Path(args.scratch_dir).resolve()
+def guard_scratch(args: _ScratchArgs, call: ModuleCall) -> AllowedPath:
+    """The scratch directory, once the files rule allows writing it (it is created and removed
+    whole) and after refusing any overlap with a live etcd data directory."""
+    allowed = writable(
+        args.scratch_dir, run_id=call.run_id, what=f"{call.module}: scratch_dir", relative_to="work"
+    )
+    scratch = allowed.path
     if scratch == Path("/"):
         raise ApplicationError("scratch_dir must not be /", type="PolicyViolation", non_retryable=True)
     for live_dir in args.live_data_dirs:
@@ -408,31 +439,32 @@ def guard_scratch(args: _ScratchArgs) -> Path:
             raise ApplicationError(
                 f"refusing to use {scratch} as a scratch directory: it {where} the live etcd data "
                 f"directory {live}. A drill must never touch a live member's data; choose a directory "
-                "elsewhere (e.g. under /var/tmp)",
+                "elsewhere (e.g. a relative path, under the run's work directory)",
                 type="PolicyViolation",
                 non_retryable=True,
             )
-    return scratch
+    return allowed
 
 
-def _claim_scratch(scratch: Path, run_id: str, snapshot: Path) -> None:
+def _claim_scratch(allowed: AllowedPath, run_id: str, snapshot: Path) -> None:
     """Create the scratch directory, or accept it when it is already pitstop's or holds
     nothing but the snapshot being restored (the drill downloads it there).
 
     `scratch_member: stop` removes a claimed directory whole, so a directory holding
     anything else is refused: a typo must not turn someone's home into a scratch area.
     """
+    scratch = allowed.path
     if scratch.exists():
         if not scratch.is_dir():
             raise _precondition(f"scratch_dir {scratch} exists and is not a directory")
-        allowed = {snapshot.resolve(), snapshot.resolve().with_name(snapshot.name + ".part")}
-        others = [p for p in scratch.iterdir() if p.resolve() not in allowed]
+        expected = {snapshot.resolve(), snapshot.resolve().with_name(snapshot.name + ".part")}
+        others = [p for p in scratch.iterdir() if p.resolve() not in expected]
         if not (scratch / SCRATCH_MARKER).exists() and others:
             raise _precondition(
                 f"scratch_dir {scratch} already holds {others[0].name} and was not made by pitstop; "
                 "choose a new or empty directory"
             )
-    scratch.mkdir(parents=True, exist_ok=True, mode=0o700)
+    make_dirs(allowed)
     marker = scratch / SCRATCH_MARKER
     if not marker.exists():
         marker.write_text(json.dumps({"created_by": run_id, "created_at": _iso(_now())}) + "\n")
@@ -457,8 +489,11 @@ def _snapshot_identity(path: Path) -> dict[str, Any]:
 @activity.defn(name="module.etcd.restore")
 def etcd_restore(call: ModuleCall) -> ModuleResult:
     args = parse_args(RestoreArgs, call)
-    scratch = guard_scratch(args)
-    snapshot = Path(args.snapshot)
+    allowed_scratch = guard_scratch(args, call)
+    scratch = allowed_scratch.path
+    snapshot = readable(
+        args.snapshot, run_id=call.run_id, what=f"{call.module}: snapshot", relative_to="work"
+    ).path
     data_dir = scratch / "data"
     if not snapshot.is_file():
         if call.check_mode:
@@ -477,7 +512,7 @@ def etcd_restore(call: ModuleCall) -> ModuleResult:
         return ModuleResult(
             changed=True, msg=f"would restore {snapshot} into {data_dir} with cluster token {token}"
         )
-    _claim_scratch(scratch, call.run_id, snapshot)
+    _claim_scratch(allowed_scratch, call.run_id, snapshot)
     shutil.rmtree(data_dir, ignore_errors=True)
     partial = scratch / "data.partial"
     shutil.rmtree(partial, ignore_errors=True)
@@ -619,7 +654,7 @@ def _spawn_member(scratch: Path, data_dir: Path, name: str, timeout: float) -> d
 @activity.defn(name="module.etcd.scratch_member")
 def etcd_scratch_member(call: ModuleCall) -> ModuleResult:
     args = parse_args(ScratchMemberArgs, call)
-    scratch = guard_scratch(args)
+    scratch = guard_scratch(args, call).path
     data_dir = scratch / "data"
     record = _read_json(scratch / MEMBER_RECORD)
     if args.action == "stop":
@@ -703,7 +738,7 @@ def _sample_reads(
 def etcd_verify(call: ModuleCall) -> ModuleResult:
     args = parse_args(VerifyArgs, call)
     endpoint = args.endpoints[0]
-    with tls_flags(args) as tls:
+    with tls_flags(args, call) as tls:
         status_run = etcdctl(
             args,
             endpoint,

@@ -14,6 +14,7 @@ from temporalio import activity
 
 from activities._args import parse_args
 from activities.baseline import load as load_baseline
+from activities.baseline import store_dir
 from activities.kube.job import run_job
 from pitstop.baseline import Threshold, compare
 from pitstop.contracts import ModuleCall, ModuleResult
@@ -78,6 +79,7 @@ def dcgm_diag(call: ModuleCall) -> ModuleResult:
 @activity.defn(name="module.gpu.nccl_test")
 def nccl_test(call: ModuleCall) -> ModuleResult:
     args = parse_args(NcclTestArgs, call)
+    store = store_dir(args.baseline_store, call)  # the worker policy first, before any Job
     if (skipped := _checked(call, args.binary)) is not None:
         return skipped
     gpus = args.gpus if args.gpus is not None else _node_gpus(call)
@@ -104,7 +106,7 @@ def nccl_test(call: ModuleCall) -> ModuleResult:
     if args.min_busbw_gbps is not None and busbw < args.min_busbw_gbps:
         problems.append(f"avg bus bandwidth {busbw:g} GB/s is below the minimum {args.min_busbw_gbps:g} GB/s")
     if args.baseline_product and args.baseline_pool:
-        baseline = load_baseline(args.baseline_store, args.baseline_product, args.baseline_pool)
+        baseline = load_baseline(store, args.baseline_product, args.baseline_pool)
         if "nccl_busbw_gbps" in baseline.metrics:
             [dev] = compare(
                 baseline,

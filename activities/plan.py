@@ -24,6 +24,7 @@ from activities.kube.inventory import ClusterUnreachable, resolve_dynamic_groups
 from pitstop.approvals import GateRule
 from pitstop.contracts import ModuleExec, Plan, PlanHashes, PlannedStage, RetryExec, RunRequest
 from pitstop.modules import get_module
+from pitstop.policy.errors import policy_violation
 from pitstop.runbook import (
     Inventory,
     PatternError,
@@ -42,6 +43,19 @@ LOCALHOST = "localhost"
 
 def runbook_dir() -> Path:
     return Path(os.environ.get("PITSTOP_RUNBOOK_DIR", "runbooks"))
+
+
+def _source(base: Path, name: str, what: str) -> Path:
+    """`name` under `base` (the runbook directory or the run's bundle), refused when it leads
+    outside (absolute, `..`, a symlink): a request names runbooks, it does not read worker files."""
+    root = Path(os.path.realpath(base))
+    path = Path(os.path.realpath(root / name))
+    if not (path == root or root in path.parents):
+        where = "the run's bundle" if base != runbook_dir() else f"the runbook directory {root}"
+        raise policy_violation(
+            f"plan.load: {what} {name!r} is outside {where}; name it relative to that directory", fix=None
+        )
+    return base / name  # as given: error messages show the path the way the request named it
 
 
 @activity.defn(name="plan.load")
@@ -64,7 +78,11 @@ def build_plan(
     with _sources(request) as (base, shown):
         try:
             inventory = resolve_dynamic_groups(inventory_override or _inventory(request, base))
-            runbook = load_runbook(base / request.runbook, inventory)
+            runbook = load_runbook(
+                _source(base, request.runbook, "runbook"),
+                inventory,
+                confine_to=Path(os.path.realpath(base)),
+            )
             if shown:
                 runbook = Runbook.model_validate(_strip_prefix(runbook.model_dump(), shown))
         except RunbookError as exc:
@@ -215,7 +233,7 @@ def _modules(runbook: Runbook) -> dict[str, ModuleExec]:
 def _inventory(request: RunRequest, base: Path) -> Inventory:
     if request.inventory is None:
         return Inventory(hosts={}, groups={})
-    return load_inventory(base / request.inventory)
+    return load_inventory(_source(base, request.inventory, "inventory"))
 
 
 @contextmanager

@@ -28,7 +28,7 @@ from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
 from activities._args import parse_args
-from activities.storage import ensure_bucket, s3_client, s3_errors, uri
+from activities.storage import check_s3_access, ensure_bucket, s3_client, s3_errors, uri
 from pitstop.contracts import ModuleCall, ModuleResult
 from pitstop.module_args.records import ChangeRecordArgs, DrillReportArgs
 from pitstop.records.change_record import RecordInputs, build_change_record, sanitize
@@ -291,10 +291,11 @@ def records_drill_report(call: ModuleCall) -> ModuleResult:
     }
     verdict = "passed" if report.passed else "FAILED: " + "; ".join(report.reasons)
     if call.check_mode:
+        check_s3_access(args, call.module)  # refused in check mode too, as the real run would be
         return ModuleResult(
             changed=True, msg=f"would write {uri(args.bucket, json_key)}; drill {verdict}", data=data
         )
-    client = s3_client(args)
+    client = s3_client(args, call.module)
     with s3_errors(f"writing the drill report {uri(args.bucket, json_key)}"):
         client.put_object(
             Bucket=args.bucket,
@@ -349,11 +350,12 @@ def records_change_record(call: ModuleCall) -> ModuleResult:
         "artifact": {"name": "change record", "uri": md_uri},
     }
     if call.check_mode:
+        check_s3_access(args, call.module)  # refused in check mode too, as the real run would be
         return ModuleResult(
             changed=True, msg=f"would write {json_uri} and {md_uri}; change {record.status}", data=data
         )
     body = json.dumps(document, indent=2, sort_keys=True).encode()
-    client = s3_client(args)
+    client = s3_client(args, call.module)
     if args.create_bucket:
         ensure_bucket(client, args.bucket, client.meta.region_name)
     with s3_errors(f"writing the change record {json_uri}"):

@@ -96,6 +96,7 @@ from pitstop.module_args.ssh import (
     ScriptArgs,
 )
 from pitstop.modules import ModuleArgs
+from pitstop.policy.files import read_file_bytes, readable
 from pitstop.ssh import protocol
 from pitstop.ssh.commands import (
     KILL_GRACE_S,
@@ -113,7 +114,7 @@ from pitstop.ssh.files import format_mode, parse_mode, set_attributes, stat_file
 from pitstop.ssh.firmware import FirmwareJob
 from pitstop.ssh.pool import default_pool
 from pitstop.ssh.reboot import RebootJob
-from pitstop.ssh.target import SSHTarget, target_for, worker_path
+from pitstop.ssh.target import SSHTarget, target_for
 
 A = TypeVar("A", bound=ModuleArgs)
 
@@ -142,13 +143,15 @@ def _connection(target: SSHTarget, *, safe_to_retry: bool, why: str) -> Iterator
             raise connection_lost(lost, safe_to_retry=safe_to_retry, why_safe=why) from None
 
 
-def _read_worker_file(path: str, what: str) -> bytes:
-    local = worker_path(path)
+def _read_worker_file(call: ModuleCall, path: str, field: str, what: str) -> bytes:
+    """A file the runbook ships to the node: only where the worker policy lets modules read
+    (relative paths are under the runbook directory); refused before anything is sent."""
+    allowed = readable(path, run_id=call.run_id, what=f"{call.module}: {field}", relative_to="runbook")
     try:
-        return local.read_bytes()
+        return read_file_bytes(allowed)
     except OSError as exc:
         raise precondition(
-            f"{what} {path!r} cannot be read on the worker ({local}: {exc.strerror})"
+            f"{what} {path!r} cannot be read on the worker ({allowed.path}: {exc.strerror})"
         ) from None
 
 
@@ -257,7 +260,11 @@ def ssh_script(call: ModuleCall) -> ModuleResult:
     args = _args(ScriptArgs, call)
     if call.check_mode:
         return _skipped_in_check_mode(call)
-    body = args.content.encode() if args.content is not None else _read_worker_file(args.src or "", "script")
+    body = (
+        args.content.encode()
+        if args.content is not None
+        else _read_worker_file(call, args.src or "", "src", "script")
+    )
     name = posixpath.basename(args.src) if args.src else "script"
     target = target_for(call)
     safe, why = _retry_reason(args)
@@ -291,7 +298,11 @@ def ssh_script(call: ModuleCall) -> ModuleResult:
 @activity.defn(name="module.ssh.copy")
 def ssh_copy(call: ModuleCall) -> ModuleResult:
     args = _args(CopyArgs, call)
-    data = args.content.encode() if args.content is not None else _read_worker_file(args.src or "", "src")
+    data = (
+        args.content.encode()
+        if args.content is not None
+        else _read_worker_file(call, args.src or "", "src", "src")
+    )
     digest = hashlib.sha256(data).hexdigest()
     want_mode = parse_mode(args.mode) if args.mode else None
     target = target_for(call)
@@ -371,7 +382,7 @@ def ssh_facts(call: ModuleCall) -> ModuleResult:
 @activity.defn(name="module.ssh.firmware_update")
 def ssh_firmware_update(call: ModuleCall) -> ModuleResult:
     args = _args(FirmwareUpdateArgs, call)
-    image = _read_worker_file(args.image, "firmware image")
+    image = _read_worker_file(call, args.image, "image", "firmware image")
     digest = hashlib.sha256(image).hexdigest()
     if args.image_sha256 and digest != args.image_sha256.lower():
         raise precondition(

@@ -14,6 +14,12 @@ Upload, step by step (each step safe to repeat when Temporal retries the activit
      any error aborts the multipart upload, so no partial object or orphaned parts remain;
   5. complete it, then verify: read the object back and hash it (`verify: read`), or compare
      the store's SHA-256 of the parts with ours (`verify: checksum`).
+
+Worker policy: the endpoint and bucket must be allowed (`s3.endpoints`) and credentials given
+as secrets must be granted as `s3_credentials` for that endpoint, all checked before a client
+exists (so nothing is signed or sent otherwise); `file` must be readable and `dest` writable
+under the files rule (relative paths: the run's work directory), and `dest` is written without
+following symlinks (docs/policy.md).
 """
 
 from __future__ import annotations
@@ -41,6 +47,10 @@ from activities._args import parse_args
 from pitstop.contracts import ModuleCall, ModuleResult
 from pitstop.module_args.storage import DownloadArgs, LatestArgs, RetentionArgs, S3Args, UploadArgs
 from pitstop.modules import ModuleArgs, SecretRef
+from pitstop.policy.files import AllowedPath, directory_fd, open_nofollow, readable, writable
+from pitstop.policy.grants import check_grant
+from pitstop.policy.s3 import check_s3, effective_endpoint
+from pitstop.policy.urls import AWS, normalize_endpoint
 from pitstop.retention import (
     ExponentialPolicy,
     KeepLastPolicy,
@@ -87,17 +97,37 @@ def _iso(moment: datetime) -> str:
     return moment.astimezone(UTC).isoformat().replace("+00:00", "Z")
 
 
-def _secret(ref: SecretRef | None, what: str) -> str | None:
+def _secret(ref: SecretRef | None, field: str, what: str, endpoint: str) -> str | None:
     if ref is None:
         return None
     try:
-        return resolve_secret(ref).strip()
+        return resolve_secret(ref, "s3_credentials", what=f"{what}: {field}", endpoints=[endpoint]).strip()
     except SecretNotFound as exc:
-        raise _precondition(f"S3 {what}: {exc}") from None
+        raise _precondition(f"S3 {field}: {exc}") from None
 
 
-def s3_client(args: S3Args) -> S3Client:
-    """A client for the args' store; anything unset comes from boto3's environment."""
+def check_s3_access(args: S3Args, what: str) -> tuple[str | None, str]:
+    """(endpoint URL to use, normalized endpoint) once the worker policy allows the endpoint,
+    the bucket and every credential secret there; a PolicyViolation otherwise. Reads nothing."""
+    endpoint_url = effective_endpoint(args.endpoint_url)
+    check_s3(endpoint_url, args.bucket, what)
+    endpoint = normalize_endpoint(endpoint_url) if endpoint_url else AWS
+    for name, ref in (
+        ("access_key_id", args.access_key_id),
+        ("secret_access_key", args.secret_access_key),
+        ("session_token", args.session_token),
+    ):
+        if ref is not None:
+            check_grant(ref.secret, "s3_credentials", what=f"{what}: {name}", endpoints=[endpoint])
+    return endpoint_url, endpoint
+
+
+def s3_client(args: S3Args, what: str = "S3") -> S3Client:
+    """A client for the args' store, once the worker policy allows its endpoint, bucket and
+    credential secrets (PolicyViolation before anything is signed otherwise). Region and
+    credentials left unset come from boto3's environment; the endpoint is exactly the one
+    checked (an endpoint configured elsewhere is ignored)."""
+    endpoint_url, endpoint = check_s3_access(args, what)
     region = (
         args.region or os.environ.get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION") or "us-east-1"
     )
@@ -109,14 +139,15 @@ def s3_client(args: S3Args) -> S3Client:
         response_checksum_validation="when_required",
         connect_timeout=10,
         read_timeout=120,
+        ignore_configured_endpoint_urls=True,  # type: ignore[call-arg]  # newer than the stubs
     )
     client: S3Client = boto3.session.Session().client(
         "s3",
-        endpoint_url=args.endpoint_url,
+        endpoint_url=endpoint_url,
         region_name=region,
-        aws_access_key_id=_secret(args.access_key_id, "access_key_id"),
-        aws_secret_access_key=_secret(args.secret_access_key, "secret_access_key"),
-        aws_session_token=_secret(args.session_token, "session_token"),
+        aws_access_key_id=_secret(args.access_key_id, "access_key_id", what, endpoint),
+        aws_secret_access_key=_secret(args.secret_access_key, "secret_access_key", what, endpoint),
+        aws_session_token=_secret(args.session_token, "session_token", what, endpoint),
         config=config,
     )
     return client
@@ -434,52 +465,70 @@ class ChecksumMismatch(Exception):
     pass
 
 
+def _same_file(dir_fd: int, name: str, size: Any, expected: str) -> bool:
+    """Whether `name` (in dir_fd, not followed if a symlink) already holds the object."""
+    try:
+        fd = open_nofollow(name, os.O_RDONLY, dir_fd=dir_fd)
+    except FileNotFoundError:
+        return False
+    digest = hashlib.sha256()
+    with os.fdopen(fd, "rb") as handle:
+        if os.fstat(handle.fileno()).st_size != size:
+            return False
+        while chunk := handle.read(4 * MIB):
+            digest.update(chunk)
+    return digest.hexdigest() == expected
+
+
 def download_file(
-    client: S3Client, bucket: str, key: str, dest: Path, progress: Progress | None = None
+    client: S3Client, bucket: str, key: str, dest: AllowedPath, progress: Progress | None = None
 ) -> DownloadOutcome:
-    """Stream `key` to `dest` (through `dest.part`), checking it against the `sha256` metadata."""
+    """Stream `key` to `dest` (through `dest.part`), checking it against the `sha256` metadata.
+
+    The directories below the allowed root are walked without following symlinks and the file
+    is opened O_NOFOLLOW, so nothing lands anywhere but the checked path.
+    """
     where = uri(bucket, key)
     progress = progress or _beat_progress
+    path = dest.path
     with s3_errors(f"download of {where}"):
         head = client.head_object(Bucket=bucket, Key=key)
         metadata = dict(head.get("Metadata", {}))
         expected = metadata.get("sha256")
         if not expected:
             raise _precondition(f"{where} has no sha256 metadata, so its integrity cannot be checked")
-        if (
-            dest.is_file()
-            and dest.stat().st_size == head.get("ContentLength")
-            and file_sha256(dest) == expected
-        ):
-            return DownloadOutcome(
-                bucket, key, dest, dest.stat().st_size, expected, expected, False, metadata
-            )
-        dest.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-        partial = dest.with_name(dest.name + ".part")
-        body = client.get_object(Bucket=bucket, Key=key)["Body"]
-        digest, size = hashlib.sha256(), 0
-        try:
-            fd = os.open(partial, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-            with os.fdopen(fd, "wb") as out:
-                for chunk in body.iter_chunks(DOWNLOAD_CHUNK):
-                    out.write(chunk)
-                    digest.update(chunk)
-                    size += len(chunk)
-                    progress(len(chunk))
-        except BaseException:
-            partial.unlink(missing_ok=True)
-            raise
-        finally:
-            body.close()
-    got = digest.hexdigest()
-    if got != expected:
-        partial.unlink(missing_ok=True)
-        raise ChecksumMismatch(
-            f"checksum mismatch: expected {expected}, got {got} for {where} ({size} bytes); "
-            "the stored snapshot is corrupt — do not restore it"
-        )
-    partial.rename(dest)
-    return DownloadOutcome(bucket, key, dest, size, got, expected, True, metadata)
+        with directory_fd(path.parent, dest) as dir_fd:
+            if _same_file(dir_fd, path.name, head.get("ContentLength"), expected):
+                return DownloadOutcome(
+                    bucket, key, path, int(head.get("ContentLength", 0)), expected, expected, False, metadata
+                )
+            partial = path.name + ".part"
+            body = client.get_object(Bucket=bucket, Key=key)["Body"]
+            digest, size = hashlib.sha256(), 0
+            try:
+                fd = open_nofollow(partial, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, dir_fd=dir_fd)
+                with os.fdopen(fd, "wb") as out:
+                    for chunk in body.iter_chunks(DOWNLOAD_CHUNK):
+                        out.write(chunk)
+                        digest.update(chunk)
+                        size += len(chunk)
+                        progress(len(chunk))
+            except BaseException:
+                with contextlib.suppress(OSError):
+                    os.unlink(partial, dir_fd=dir_fd)
+                raise
+            finally:
+                body.close()
+            got = digest.hexdigest()
+            if got != expected:
+                with contextlib.suppress(OSError):
+                    os.unlink(partial, dir_fd=dir_fd)
+                raise ChecksumMismatch(
+                    f"checksum mismatch: expected {expected}, got {got} for {where} ({size} bytes); "
+                    "the stored snapshot is corrupt — do not restore it"
+                )
+            os.rename(partial, path.name, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
+    return DownloadOutcome(bucket, key, path, size, got, expected, True, metadata)
 
 
 # ------------------------------------------------------------------ listing
@@ -566,12 +615,14 @@ def _upload_key(args: UploadArgs, path: Path) -> str:
 @activity.defn(name="module.storage.upload")
 def storage_upload(call: ModuleCall) -> ModuleResult:
     args = parse_args(UploadArgs, call)
-    path = Path(args.file)
+    # Removing the file afterwards is a write: the policy must allow that too, checked first.
+    check = writable if args.remove_source else readable
+    path = check(args.file, run_id=call.run_id, what=f"{call.module}: file", relative_to="work").path
+    client = s3_client(args, call.module)
     if call.check_mode and not path.is_file():
         return ModuleResult(skipped=True, msg=f"{path} does not exist (not created in check mode)")
     key = _upload_key(args, path)
     where = uri(args.bucket, key)
-    client = s3_client(args)
     if not path.is_file():
         # A retried task whose first attempt already uploaded and removed the file.
         with s3_errors(f"upload to {where}"):
@@ -653,7 +704,7 @@ def storage_latest(call: ModuleCall) -> ModuleResult:
         prefix = cluster_prefix(args.prefix, args.cluster)
     except ValueError as exc:
         raise ApplicationError(str(exc), type="InvalidArgs", non_retryable=True) from None
-    client = s3_client(args)
+    client = s3_client(args, call.module)
     now = datetime.now(UTC)
     skipped: list[dict[str, str]] = []
     with s3_errors(f"listing {uri(args.bucket, prefix)}"):
@@ -693,12 +744,14 @@ def storage_latest(call: ModuleCall) -> ModuleResult:
 def storage_download(call: ModuleCall) -> ModuleResult:
     args = parse_args(DownloadArgs, call)
     where = uri(args.bucket, args.key)
-    dest = Path(args.dest)
+    allowed = writable(args.dest, run_id=call.run_id, what=f"{call.module}: dest", relative_to="work")
+    dest = allowed.path
+    client = s3_client(args, call.module)
     if call.check_mode:
         return ModuleResult(changed=not dest.exists(), msg=f"would download {where} to {dest}")
     started = datetime.now(UTC)
     try:
-        outcome = download_file(s3_client(args), args.bucket, args.key, dest)
+        outcome = download_file(client, args.bucket, args.key, allowed)
     except ChecksumMismatch as exc:
         raise ApplicationError(str(exc), type="ChecksumMismatch", non_retryable=True) from None
     finished = datetime.now(UTC)
@@ -755,7 +808,7 @@ def storage_retention(call: ModuleCall) -> ModuleResult:
     policy: Policy = (
         KeepLastPolicy(keep_last=args.keep_last) if args.keep_last is not None else ExponentialPolicy()
     )
-    client = s3_client(args)
+    client = s3_client(args, call.module)
     where = uri(args.bucket, prefix)
     with s3_errors(f"retention under {where}"):
         found = snapshot_objects(client, args.bucket, prefix)

@@ -50,6 +50,7 @@ def child(argv: list[str]) -> None:
     """Run one upload or download through activities/storage.py and print what happened."""
     from activities.storage import download_file, s3_client, upload_file
     from pitstop.module_args.storage import S3Args
+    from pitstop.policy.files import AllowedPath
 
     mode, endpoint, key, path, part_mib = argv[0], argv[1], argv[2], Path(argv[3]), int(argv[4])
     if mode == "baseline":  # the same imports and client, no transfer: the interpreter's own share
@@ -62,7 +63,8 @@ def child(argv: list[str]) -> None:
         up = upload_file(client, BUCKET, key, path, part_size=part_mib * MIB, verify="read")
         result: dict[str, Any] = {"size": up.size, "sha256": up.sha256, "parts": up.parts}
     else:
-        down = download_file(client, BUCKET, key, path)
+        # The library call, not the module: the bench, not a runbook, chose this path.
+        down = download_file(client, BUCKET, key, AllowedPath(path=path, root=path.parent))
         result = {"size": down.size, "sha256": down.sha256}
     result["seconds"] = time.monotonic() - started
     print(json.dumps(result))
@@ -196,6 +198,8 @@ def main() -> int:
     with tempfile.TemporaryDirectory(prefix="pitstop-bench-snap-", dir="/var/tmp") as tmp:
         work = Path(tmp)
         stack = DevStack(free_ports_config(work / "stack", parts=("s3",)))
+        # The children run under the policy the stack writes (its S3 endpoint), as a worker would.
+        os.environ["PITSTOP_HOME"] = str(stack.home)
         etcd, client = start_etcd(work)
         ok = True
         try:

@@ -179,6 +179,9 @@ def up(
     console.print(f"TEMPORAL_ADDRESS={stack.temporal_address}", highlight=False)
     console.print(encryption_line(stack), highlight=False)
     console.print(f"logs: {stack.log_dir}", highlight=False)
+    console.print(
+        f"worker policy for this stack: {stack.policy_file} (`pitstop worker --show-policy`)", highlight=False
+    )
     if not all(s.healthy for s in statuses):
         raise typer.Exit(code=1)
 

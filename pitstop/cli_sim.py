@@ -1,5 +1,9 @@
 """`pitstop sim serve`: run a rehearsal cluster on loopback and write its kubeconfig (and, with
-SSH endpoints, known_hosts, the client key and an inventory of the nodes next to it)."""
+SSH endpoints, known_hosts, the client key and an inventory of the nodes next to it).
+
+It also registers the cluster with the worker (its kubeconfig and known_hosts in the worker
+policy's clusters directory, `$PITSTOP_HOME/clusters/<name>/` by default), as an operator
+registers a real cluster: the inventory only names it (docs/policy.md)."""
 
 from __future__ import annotations
 
@@ -14,10 +18,12 @@ import typer
 from pydantic import ValidationError
 from rich.console import Console
 
+from pitstop.policy import PolicyError, WorkerPolicy, load_policy
 from pitstop.sim.cluster import SimCluster, SimConfig
 from pitstop.sim.etcd_store import DEFAULT_PREFIX, EtcdStoreError
 from pitstop.sim.rbac_policy import PolicyError
 from pitstop.sim.scenario import Scenario, ScenarioError, load_scenario
+from pitstop.sim.ssh.files import CLUSTER_NAME
 from pitstop.sim.ssh.server import SshStartError
 
 sim_app = typer.Typer(
@@ -72,6 +78,13 @@ def serve(
         ),
     ] = True,
     ssh_user: Annotated[str, typer.Option(help="The user the nodes' SSH endpoints let in.")] = "ops",
+    name: Annotated[
+        str,
+        typer.Option(
+            help="The cluster's name: in the inventory, and registered with the worker under it "
+            "($PITSTOP_HOME/clusters/<name>/)."
+        ),
+    ] = CLUSTER_NAME,
     etcd: Annotated[
         str | None,
         typer.Option(
@@ -112,6 +125,11 @@ def serve(
 ) -> None:
     """Serve the Kubernetes API of a simulated GPU cluster until interrupted."""
     try:
+        policy = load_policy()
+    except PolicyError as exc:
+        err_console.print(f"[red]invalid worker policy:[/] {exc}", highlight=False)
+        raise typer.Exit(2) from None
+    try:
         loaded = load_scenario(scenario) if scenario is not None else Scenario()
         config = SimConfig(
             scenario=loaded,
@@ -123,6 +141,7 @@ def serve(
             kubeconfig=kubeconfig or _default_kubeconfig(),
             ssh=ssh,
             ssh_user=ssh_user,
+            cluster_name=name,
             etcd_endpoint=etcd,
             etcd_prefix=etcd_prefix,
             etcd_on_start="load" if etcd_resume else "clear",
@@ -142,7 +161,7 @@ def serve(
         err_console.print(f"[red]invalid {option}:[/] {first['msg']}", highlight=False)
         raise typer.Exit(2) from None
     try:
-        asyncio.run(_serve(cluster))
+        asyncio.run(_serve(cluster, policy))
     except ScenarioError as exc:
         err_console.print(f"[red]invalid scenario:[/] {exc}", highlight=False)
         raise typer.Exit(2) from None
@@ -160,8 +179,9 @@ def serve(
         raise typer.Exit(1) from None
 
 
-async def _serve(cluster: SimCluster) -> None:
+async def _serve(cluster: SimCluster, policy: WorkerPolicy) -> None:
     url = await cluster.start_async()
+    registered = cluster.register(policy=policy)
     shape = cluster.scenario.cluster
     console.print(
         f"rehearsal cluster [bold]{cluster.scenario.name}[/] serving at {url}\n"
@@ -170,6 +190,7 @@ async def _serve(cluster: SimCluster) -> None:
         f"  kubeconfig: {cluster.kubeconfig_path}\n"
         f"  try: kubectl --kubeconfig {cluster.kubeconfig_path} get nodes -o wide\n"
         f"  admin: {url}/_sim/counters, {url}/_sim/timeline\n"
+        f"  registered with the worker as cluster '{cluster.config.cluster_name}' in {registered}\n"
         + _ssh_summary(cluster)
         + _etcd_summary(cluster)
         + _rbac_summary(cluster)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import time
 import uuid
 from pathlib import Path
@@ -84,6 +85,9 @@ async def run_demo(
     stack = DevStack(config)
     with console.status("starting the embedded stack (Temporal, S3, etcd)…"):
         stack.up()
+    # The in-process worker runs under the policy `up` wrote into the stack's home, and the
+    # rehearsal cluster is registered with it there, as with a worker started by hand.
+    os.environ["PITSTOP_HOME"] = str(stack.home)
     console.print(f"stack up in {time.monotonic() - started:.1f}s — Temporal UI {stack.ui_url}")
     workdir = home / "demo" / time.strftime("%Y%m%d-%H%M%S")
     with console.status("starting the rehearsal cluster (12 GPU nodes, 3 failure domains, SSH per node)…"):

@@ -40,7 +40,8 @@ def start_cluster(workdir: Path, scenario: Path = SCENARIO) -> SimCluster:
 
 
 def write_inventory(sim: SimCluster, path: Path, canary: str = CANARY_NODE) -> Path:
-    """Groups `gpu_canary` and `gpu_fleet` over the simulator's nodes, with their SSH ports."""
+    """Groups `gpu_canary` and `gpu_fleet` over the simulator's nodes, with their SSH ports; the
+    cluster registered with the worker as `rehearsal`."""
     if sim.kubeconfig_path is None:
         raise ValueError("the rehearsal cluster was started without a kubeconfig")
     hosts: dict[str, Any] = {}
@@ -67,17 +68,12 @@ def write_inventory(sim: SimCluster, path: Path, canary: str = CANARY_NODE) -> P
 
 
 def cluster_block(sim: SimCluster, name: str, ssh_key_secret: str = "sim-ssh-key") -> dict[str, Any]:
-    """The inventory's `cluster:` for a rehearsal cluster: its kubeconfig and its nodes' SSH."""
-    assert sim.kubeconfig_path is not None
-    return {
-        "name": name,
-        "kubeconfig": str(sim.kubeconfig_path.resolve()),
-        "ssh": {
-            "user": sim.config.ssh_user,
-            "key": {"secret": ssh_key_secret},
-            "known_hosts": str(sim.known_hosts_path.resolve()),
-        },
-    }
+    """The inventory's `cluster:` for a rehearsal cluster: its name and its nodes' SSH user and
+    key. The cluster is registered with the worker under that name (its kubeconfig and known_hosts
+    in the worker's clusters directory), as an operator registers a real one: the inventory only
+    names it."""
+    sim.register(name)
+    return {"name": name, "ssh": {"user": sim.config.ssh_user, "key": {"secret": ssh_key_secret}}}
 
 
 def dump_inventory(doc: dict[str, Any], path: Path, why: str) -> Path:

@@ -84,7 +84,6 @@ def write_inventory(
         "s3_endpoint_url": s3_endpoint,
         "s3_addressing_style": "path",
         "s3_create_bucket": True,
-        "backup_dir": str((path.parent / "etcd-backups").resolve()),
     }
     if etcd_endpoint:
         site["etcd_endpoints"] = etcd_endpoint

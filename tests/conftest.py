@@ -1,8 +1,14 @@
 """Shared fixtures. The embedded stack starts only when a test asks for it (lazily), so
-unit tests never pay for it; once started it serves the whole session."""
+unit tests never pay for it; once started it serves the whole session.
+
+Every worker and activity of the session runs under a worker policy, as a user's would: the
+session has its own PITSTOP_HOME (where the stack writes its policy and where rehearsal
+clusters are registered) and tests add what they need to the policy through `worker_policy`
+(tests/policy_site.py)."""
 
 from __future__ import annotations
 
+import os
 import re
 import uuid
 from collections.abc import AsyncIterator, Iterator
@@ -14,7 +20,9 @@ from temporalio.client import Client
 
 from pitstop.client import connect
 from pitstop.devstack import DevStack, free_ports_config
+from pitstop.policy.errors import POLICY_ENV
 from pitstop.settings import Settings
+from tests.policy_site import PolicyLayer, TestSite, start_site
 
 if TYPE_CHECKING:
     from mypy_boto3_s3 import S3Client
@@ -22,14 +30,39 @@ if TYPE_CHECKING:
 REPO_ROOT = Path(__file__).resolve().parent.parent
 
 
-@pytest.fixture(scope="session")
-def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DevStack]:
-    """Temporal + S3 + etcd on free loopback ports in a temporary home, for the session.
+@pytest.fixture(scope="session", autouse=True)
+def worker_site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TestSite]:
+    """The session's PITSTOP_HOME and worker policy (never a developer's own)."""
+    home = tmp_path_factory.mktemp("pitstop-home")
+    saved = {name: os.environ.get(name) for name in ("PITSTOP_HOME", POLICY_ENV)}
+    os.environ["PITSTOP_HOME"] = str(home)
+    try:
+        yield start_site(home)
+    finally:
+        for name, value in saved.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
 
-    Free ports, not the defaults, so tests never touch a developer's own stack on 7233.
+
+@pytest.fixture
+def worker_policy(worker_site: TestSite) -> Iterator[PolicyLayer]:
+    """What this test adds to the worker policy (grants, endpoints, directories), removed after."""
+    with worker_site.layer() as layer:
+        yield layer
+
+
+@pytest.fixture(scope="session")
+def stack(worker_site: TestSite) -> Iterator[DevStack]:
+    """Temporal + S3 + etcd on free loopback ports in the session's home, for the session.
+
+    Free ports, not the defaults, so tests never touch a developer's own stack on 7233. Its
+    worker policy (S3, etcd, the rehearsal clusters' SSH key) becomes the session's.
     """
-    config = free_ports_config(tmp_path_factory.mktemp("pitstop-home"))
+    config = free_ports_config(worker_site.home)
     with DevStack(config).running(timeout=60) as running:
+        worker_site.write()
         yield running
 
 

@@ -13,6 +13,7 @@ import signal
 
 from activities import ACTIVITIES
 from pitstop.client import connect
+from pitstop.policy import load_policy
 from pitstop.settings import Settings
 from tests import testmodules
 from worker import build_worker, configure_logging
@@ -40,6 +41,7 @@ async def serve(settings: Settings) -> None:
 
 def main() -> None:
     configure_logging("WARNING")
+    load_policy()  # as `python worker.py`: an invalid worker policy stops it before it serves
     asyncio.run(serve(Settings.from_env()))
 
 

@@ -17,13 +17,13 @@ from activities._args import parse_args
 from activities.kube.client import Kube
 from activities.kube.common import api_errors, beat, fail, kube_for, kube_module, pause
 from activities.kube.discovery import ApiResource, Discovery
+from activities.kube.local_files import allowed_manifest_files
 from pitstop.contracts import ModuleCall, ModuleResult, bound_text
 from pitstop.kube.apply import apply_patch, with_last_applied
 from pitstop.kube.diff import object_diff
 from pitstop.kube.manifests import Manifest, ManifestError, load_manifests, parse_documents
 from pitstop.kube.objects import Obj
 from pitstop.module_args.kube_upgrade import ApplyArgs
-from pitstop.ssh.target import worker_path
 
 CRD_KIND = ("apiextensions.k8s.io", "CustomResourceDefinition")
 
@@ -36,10 +36,11 @@ def _order(manifest: Manifest) -> int:
     return 2
 
 
-def read_manifests(args: ApplyArgs) -> list[Manifest]:
+def read_manifests(args: ApplyArgs, call: ModuleCall) -> list[Manifest]:
     try:
         if args.src is not None:
-            manifests = load_manifests([worker_path(p) for p in args.src], recursive=args.recursive)
+            files = allowed_manifest_files(call, args.src, "src", recursive=args.recursive)
+            manifests = load_manifests(files)
         else:
             manifests = []
             for index, doc in enumerate(args.definition or []):
@@ -180,7 +181,7 @@ class Applier:
 @kube_module("kube.apply")
 def apply(call: ModuleCall) -> ModuleResult:
     args = parse_args(ApplyArgs, call)
-    manifests = read_manifests(args)
+    manifests = read_manifests(args, call)
     kube = kube_for(call)
     applier = Applier(kube, args, call.check_mode, manifests)
     with api_errors("kube.apply: API discovery"):

@@ -1,6 +1,9 @@
-"""The Kubernetes client the kube modules share: the official `kubernetes` ApiClient, built from
-the inventory's `cluster:` block (kubeconfig + context, or in-cluster config) and cached per
-worker process, and a thin JSON layer over it.
+"""The Kubernetes client the kube modules share: the official `kubernetes` ApiClient for the
+cluster the inventory names, reached the way the worker policy says (a kubeconfig and context
+the worker holds, or in-cluster config; never a path from the inventory), cached per worker
+process, and a thin JSON layer over it. A kubeconfig whose user runs an `exec` or
+`auth-provider` plugin is refused before the client reads it unless the policy allows that
+cluster to (`pitstop.policy.clusters`).
 
 Objects travel as the apiserver serves them (plain dicts, camelCase): the modules patch
 annotations, taints and custom resources (Kueue) that typed models would only get in the way
@@ -10,10 +13,8 @@ of, and pitstop's pure logic (`pitstop.kube`) reads the same shapes the simulato
 from __future__ import annotations
 
 import json
-import os
 import threading
 from collections.abc import Iterator, Mapping
-from pathlib import Path
 from typing import Any, Literal
 from urllib.parse import quote
 
@@ -22,8 +23,11 @@ from kubernetes import client as k8s
 from kubernetes import config as k8s_config
 from kubernetes.client.exceptions import ApiException
 from kubernetes.config.config_exception import ConfigException
+from kubernetes.config.kube_config import KubeConfigLoader
 
 from pitstop.kube.names import check_api_version, check_name
+from pitstop.policy.clusters import checked_kubeconfig, cluster_rule
+from pitstop.policy.effective import ClusterRule
 from pitstop.runbook.inventory import ClusterConfig
 
 Obj = dict[str, Any]
@@ -81,61 +85,51 @@ _CACHE: dict[tuple[Any, ...], Any] = {}
 _LOCK = threading.Lock()
 
 
-def kubeconfig_path(configured: str | None) -> Path:
-    """The kubeconfig a cluster block names: absolute, `~`-relative, or relative to the worker's
-    runbook directory (PITSTOP_RUNBOOK_DIR); without one, $KUBECONFIG or ~/.kube/config."""
-    if configured:
-        path = Path(configured).expanduser()
-        if not path.is_absolute():
-            path = Path(os.environ.get("PITSTOP_RUNBOOK_DIR", "runbooks")) / path
-        return path
-    env = os.environ.get("KUBECONFIG", "").split(os.pathsep)[0]
-    return Path(env).expanduser() if env else Path.home() / ".kube" / "config"
+def api_client(cluster: ClusterConfig | None, what: str = "kube") -> Any:
+    """A cached `kubernetes.client.ApiClient` for the inventory's cluster, as the worker policy
+    reaches it (thread-safe; one per cluster, kubeconfig version and context).
 
-
-def api_client(cluster: ClusterConfig | None) -> Any:
-    """A cached `kubernetes.client.ApiClient` for the cluster (thread-safe, one per kubeconfig
-    file version and context)."""
-    if cluster is not None and cluster.in_cluster:
-        key: tuple[Any, ...] = ("in-cluster",)
+    Raises a PolicyViolation for a cluster the worker does not know or whose kubeconfig runs
+    programs without `allow_exec`, and KubeConfigError for a kubeconfig the client rejects.
+    """
+    rule = cluster_rule(cluster.name if cluster else None, what)
+    if rule.in_cluster:
+        key: tuple[Any, ...] = (rule.name, "in-cluster")
+        data: dict[str, Any] | None = None
     else:
-        path = kubeconfig_path(cluster.kubeconfig if cluster else None)
-        try:
-            stamp = path.stat().st_mtime_ns
-        except OSError as exc:
-            name = f"cluster {cluster.name!r}" if cluster else "the default cluster"
-            raise KubeConfigError(
-                f"kubeconfig {path} for {name} cannot be read on the worker ({exc.strerror})"
-            ) from None
-        key = (str(path), stamp, cluster.context if cluster else None)
+        data = checked_kubeconfig(rule, what)
+        digest = json.dumps(data, sort_keys=True, default=str)
+        key = (rule.name, str(rule.kubeconfig), rule.context, rule.allow_exec, digest)
     with _LOCK:
         cached = _CACHE.get(key)
         if cached is not None:
             return cached
-        made = _build(cluster, key)
+        made = _build(rule, data)
         # A rewritten kubeconfig replaces the client made from its previous version.
-        for stale in [k for k in _CACHE if k[0] == key[0] and k[-1] == key[-1]]:
+        for stale in [k for k in _CACHE if k[0] == rule.name]:
             _CACHE.pop(stale).close()
         _CACHE[key] = made
         return made
 
 
-def _build(cluster: ClusterConfig | None, key: tuple[Any, ...]) -> Any:
+def _build(rule: ClusterRule, data: dict[str, Any] | None) -> Any:
     configuration = k8s.Configuration()
     try:
-        if key[0] == "in-cluster":
+        if data is None:
             k8s_config.load_incluster_config(client_configuration=configuration)  # type: ignore[no-untyped-call]
         else:
-            k8s_config.load_kube_config(  # type: ignore[no-untyped-call]
-                config_file=key[0],
-                context=key[2],
-                client_configuration=configuration,
-                persist_config=False,
+            # The data already checked (never the file again), relative paths from its directory.
+            assert rule.kubeconfig is not None
+            loader = KubeConfigLoader(  # type: ignore[no-untyped-call]
+                config_dict=data,
+                active_context=rule.context,
+                config_base_path=str(rule.kubeconfig.parent),
             )
+            loader.load_and_set(configuration)  # type: ignore[no-untyped-call]
     except (ConfigException, OSError, ValueError) as exc:
-        where = "in-cluster config" if key[0] == "in-cluster" else f"kubeconfig {key[0]}"
-        context = f" (context {key[2]!r})" if len(key) > 2 and key[2] else ""
-        raise KubeConfigError(f"{where}{context} cannot be used: {exc}") from None
+        where = "in-cluster config" if data is None else f"kubeconfig {rule.kubeconfig}"
+        context = f" (context {rule.context!r})" if rule.context else ""
+        raise KubeConfigError(f"cluster {rule.name!r}: {where}{context} cannot be used: {exc}") from None
     # Transient failures are the caller's to retry (Temporal's retry policy, or a module's
     # own wait loop); urllib3 only retries a refused connection quickly, as a browser would.
     configuration.retries = urllib3.Retry(total=2, connect=2, read=0, status=0, backoff_factor=0.2)

@@ -36,7 +36,7 @@ def fail(kind: str, message: str) -> NoReturn:
 
 def kube_for(call: ModuleCall) -> Kube:
     try:
-        api = api_client(call.cluster)
+        api = api_client(call.cluster, call.module)
     except KubeConfigError as exc:
         fail("PreconditionFailed", str(exc))
     return Kube(api, call.cluster.name if call.cluster else "default cluster")

@@ -25,7 +25,7 @@ def resolve_dynamic_groups(inventory: Inventory) -> Inventory:
             "block saying which cluster to list nodes from"
         )
     try:
-        kube = Kube(api_client(cluster), cluster.name)
+        kube = Kube(api_client(cluster, f"dynamic inventory group(s) {names}"), cluster.name)
         nodes = kube.list("/api/v1/nodes")
     except KubeConfigError as exc:
         raise ClusterUnreachable(

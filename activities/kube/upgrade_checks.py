@@ -12,6 +12,7 @@ from activities._args import parse_args
 from activities.kube.client import ApiStatus, Kube, api_base, namespaced, segment
 from activities.kube.common import Deadline, beat, fail, kube_for, kube_module
 from activities.kube.discovery import Discovery
+from activities.kube.local_files import allowed_manifest_files
 from pitstop.compat.deprecations import DeprecationDataError, RemovedApis, load_removed_apis
 from pitstop.contracts import ModuleCall, ModuleResult
 from pitstop.helm import HelmRelease, HelmReleaseError, decode_release, is_release_secret
@@ -34,7 +35,6 @@ from pitstop.kube.manifests import Manifest, ManifestError, load_manifests, pars
 from pitstop.kube.names import InvalidName
 from pitstop.kube.objects import Obj, annotations_of, name_of, namespace_of, pod_is_ready
 from pitstop.module_args.kube_upgrade import CrdWebhookCheckArgs, DeprecationsArgs
-from pitstop.ssh.target import worker_path
 
 # Listing these reads a lot and they never carry applied manifests.
 SKIPPED_RESOURCES = frozenset({"events", "events.events.k8s.io"})
@@ -315,11 +315,11 @@ class Probe:
             return BackendStatus(ready=False, detail=f"cannot connect to {host}:{port}: {reason}")
 
 
-def load_new_crds(paths: list[str]) -> dict[str, tuple[Obj, str]]:
+def load_new_crds(paths: list[str], call: ModuleCall) -> dict[str, tuple[Obj, str]]:
     if not paths:
         return {}
     try:
-        manifests = load_manifests([worker_path(p) for p in paths], recursive=True)
+        manifests = load_manifests(allowed_manifest_files(call, paths, "new_crds", recursive=True))
     except ManifestError as exc:
         fail("InvalidArgs", f"kube.crd_webhook_check: new_crds: {exc}")
     crds = {m.name: (m.obj, m.where) for m in manifests if m.kind == "CustomResourceDefinition"}
@@ -398,7 +398,7 @@ def _webhook_findings(kube: Kube, probe: Probe) -> tuple[list[Finding], int]:
 @kube_module("kube.crd_webhook_check")
 def crd_webhook_check(call: ModuleCall) -> ModuleResult:
     args = parse_args(CrdWebhookCheckArgs, call)
-    new = load_new_crds(args.new_crds)
+    new = load_new_crds(args.new_crds, call)
     kube = kube_for(call)
     live = {name_of(c): c for c in kube.list(CRD_PATH)}
     if args.crds is not None:

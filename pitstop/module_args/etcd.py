@@ -83,8 +83,9 @@ class SnapshotSaveArgs(EtcdClientArgs):
     dest: str = Field(
         min_length=1,
         description=(
-            "Absolute path on the worker for the snapshot. An existing valid snapshot there is "
-            "kept (changed: false), so a retried task does not take a second one."
+            "Snapshot file on the worker: relative to the run's work directory, or absolute where the "
+            "worker policy lets modules write. An existing valid snapshot there is kept "
+            "(changed: false), so a retried task does not take a second one."
         ),
     )
     count_prefixes: list[str] = Field(
@@ -95,23 +96,19 @@ class SnapshotSaveArgs(EtcdClientArgs):
         ),
     )
 
-    @field_validator("dest")
-    @classmethod
-    def _absolute(cls, dest: str) -> str:
-        if not dest.startswith("/"):
-            raise ValueError(f"dest must be an absolute path on the worker, got {dest!r}")
-        return dest
-
 
 class SnapshotStatusArgs(ModuleArgs):
-    path: str = Field(min_length=1, description="Snapshot file on the worker.")
+    path: str = Field(
+        min_length=1, description="Snapshot file on the worker (relative: the run's work directory)."
+    )
 
 
 class _ScratchArgs(ModuleArgs):
     scratch_dir: str = Field(
         min_length=1,
         description=(
-            "Directory for the restored member (created; removed by `scratch_member: stop`). "
+            "Directory for the restored member (created; removed by `scratch_member: stop`): relative "
+            "to the run's work directory, or absolute where the worker policy lets modules write. "
             "It must be new, empty, or a previous pitstop scratch directory."
         ),
     )
@@ -123,16 +120,12 @@ class _ScratchArgs(ModuleArgs):
         ),
     )
 
-    @field_validator("scratch_dir")
-    @classmethod
-    def _absolute(cls, path: str) -> str:
-        if not path.startswith("/"):
-            raise ValueError(f"scratch_dir must be an absolute path, got {path!r}")
-        return path
-
 
 class RestoreArgs(_ScratchArgs):
-    snapshot: str = Field(min_length=1, description="Snapshot file on the worker to restore.")
+    snapshot: str = Field(
+        min_length=1,
+        description="Snapshot file on the worker to restore (relative: the run's work directory).",
+    )
     cluster_token: str | None = Field(
         default=None,
         description="Initial cluster token of the restored member; default: a new one per run.",

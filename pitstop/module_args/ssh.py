@@ -74,7 +74,9 @@ class CommandArgs(_RunArgs):
 
 class ScriptArgs(_RunArgs):
     src: str | None = Field(
-        default=None, description="Script on the worker: absolute, or relative to the runbook directory."
+        default=None,
+        description="Script on the worker: relative to the runbook directory, or absolute where the "
+        "worker policy lets modules read.",
     )
     content: str | None = Field(default=None, description="The script's text, instead of `src`.")
     args: list[str] = Field(default_factory=list, description="Arguments passed to the script.")
@@ -95,7 +97,9 @@ class CopyArgs(_BecomeArgs):
     dest: str = Field(min_length=1, description="Absolute path of the file on the host.")
     content: str | None = Field(default=None, description="The file's content.")
     src: str | None = Field(
-        default=None, description="File on the worker: absolute, or relative to the runbook directory."
+        default=None,
+        description="File on the worker: relative to the runbook directory, or absolute where the "
+        "worker policy lets modules read.",
     )
     mode: str | None = Field(
         default=None,
@@ -132,7 +136,8 @@ class FirmwareUpdateArgs(_BecomeRootArgs):
     )
     image: str = Field(
         min_length=1,
-        description="Firmware image on the worker: absolute, or relative to the runbook directory.",
+        description="Firmware image on the worker: relative to the runbook directory, or absolute where "
+        "the worker policy lets modules read.",
     )
     image_sha256: str | None = Field(
         default=None,

@@ -84,7 +84,11 @@ class _SnapshotsArgs(S3Args):
 
 
 class UploadArgs(S3Args):
-    file: str = Field(min_length=1, description="Snapshot file on the worker.")
+    file: str = Field(
+        min_length=1,
+        description="Snapshot file on the worker: relative to the run's work directory, or absolute "
+        "where the worker policy lets modules read (and write, with remove_source).",
+    )
     key: str | None = Field(default=None, description="Object key; default: the snapshot layout below.")
     prefix: str = Field(default=DEFAULT_PREFIX, description="Key prefix (with `cluster`).")
     cluster: str | None = Field(default=None, description="Cluster name (needed unless `key` is given).")
@@ -144,14 +148,11 @@ class LatestArgs(_SnapshotsArgs):
 
 class DownloadArgs(S3Args):
     key: str = Field(min_length=1, description="Object key of the snapshot.")
-    dest: str = Field(min_length=1, description="Absolute path on the worker.")
-
-    @field_validator("dest")
-    @classmethod
-    def _absolute(cls, dest: str) -> str:
-        if not dest.startswith("/"):
-            raise ValueError(f"dest must be an absolute path on the worker, got {dest!r}")
-        return dest
+    dest: str = Field(
+        min_length=1,
+        description="File on the worker: relative to the run's work directory, or absolute where the "
+        "worker policy lets modules write.",
+    )
 
 
 class RetentionArgs(_SnapshotsArgs):

@@ -1,4 +1,13 @@
-"""Inventories as in Ansible's YAML format, plus a `cluster:` block and dynamic groups."""
+"""Inventories as in Ansible's YAML format, plus a `cluster:` block and dynamic groups.
+
+The `cluster:` block names the cluster and keeps what is the inventory's to say (the task
+queue of a worker next to it, the SSH user and port, the name of the SSH key's secret). How
+to reach the cluster — its kubeconfig and context, in-cluster credentials, the nodes'
+known_hosts file — is the worker's (PITSTOP_WORKER_POLICY, docs/policy.md): an inventory that
+sets it is refused where it says so, because an inventory is untrusted input and a kubeconfig
+or known_hosts path would let it choose which worker file is used (and a kubeconfig can run
+programs).
+"""
 
 from __future__ import annotations
 
@@ -32,19 +41,15 @@ class SSHConfig(_Frozen):
     user: str | None = None
     port: int = Field(default=22, ge=1, le=65535)
     key: SecretRef | None = None
-    known_hosts: str | None = None
-    # known_hosts lines held in a secret, when there is no file on the worker.
+    # known_hosts lines held in a secret, instead of the worker's file for the cluster.
     known_hosts_secret: SecretRef | None = None
     jump_host: str | None = None
 
 
 class ClusterConfig(_Frozen):
-    """How to reach the cluster this inventory describes."""
+    """Which cluster this inventory describes (the worker knows how to reach it)."""
 
-    name: str
-    kubeconfig: str | None = None
-    context: str | None = None
-    in_cluster: bool = False
+    name: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
     # None: module activities run on the same queue as the run itself.
     task_queue: str | None = None
     ssh: SSHConfig | None = None
@@ -68,6 +73,34 @@ class Group(_Frozen):
 
 _GROUP_KEYS = ["hosts", "vars", "children", "from_nodes"]
 _TOP_KEYS = ["all", "cluster"]
+# What the worker holds, not the inventory: key -> what the worker's operator configures instead.
+_WORKER_HELD = {
+    "kubeconfig": "its kubeconfig at $PITSTOP_HOME/clusters/{name}/kubeconfig, or clusters.{name}.kubeconfig",
+    "context": "clusters.{name}.context",
+    "in_cluster": "clusters.{name}.in_cluster",
+}
+_WORKER_HELD_SSH = {
+    "known_hosts": "its nodes' known_hosts at $PITSTOP_HOME/clusters/{name}/known_hosts, or "
+    "clusters.{name}.known_hosts (or name a secret here with known_hosts_secret)",
+}
+
+
+def _refuse_worker_held(cluster_node: Node) -> None:
+    raw = cluster_node.value
+    name = raw.get("name") if isinstance(raw.get("name"), str) else "NAME"
+    sections = [(cluster_node, "cluster", _WORKER_HELD)]
+    if isinstance(raw.get("ssh"), dict):
+        sections.append((cluster_node.child("ssh"), "cluster.ssh", _WORKER_HELD_SSH))
+    for node, where, held in sections:
+        for key, instead in held.items():
+            if key in node.value:
+                raise node.child(key).error(
+                    f"{where}.{key} is not the inventory's to set: the worker holds how it reaches "
+                    f"cluster '{name}'. Remove it, and have the worker's operator register the "
+                    f"cluster on the worker: {instead.format(name=name)} in PITSTOP_WORKER_POLICY "
+                    "(see docs/policy.md)",
+                    at_key=True,
+                )
 
 
 class Inventory(_Frozen):
@@ -231,6 +264,7 @@ def parse_inventory(doc: YamlDoc) -> Inventory:
     if "cluster" in raw:
         cluster_node = root.child("cluster")
         require_mapping(cluster_node, "cluster")
+        _refuse_worker_held(cluster_node)
         cluster_node.check_keys(field_keys(ClusterConfig), "cluster")
         if isinstance(raw["cluster"].get("ssh"), dict):
             cluster_node.child("ssh").check_keys(field_keys(SSHConfig), "cluster.ssh")

@@ -102,6 +102,9 @@ class TaskParser:
     # Position of each `kube.drain` task with `disable_eviction: true` -> the value's node, for
     # the stage rule of `pitstop.runbook.eviction`.
     eviction_bypasses: dict[SourcePos, Node] = field(default_factory=dict)
+    # On a worker: the directory task files must come from (the runbook directory or the run's
+    # bundle); an import resolving outside it is refused before the file is read.
+    root: Path | None = None
     _import_stack: list[Path] = field(default_factory=list)
     # Display path of each loaded task file -> its real path, to resolve nested imports.
     _real_paths: dict[str, Path] = field(default_factory=dict)
@@ -159,6 +162,11 @@ class TaskParser:
         including = self._real_paths.get(node.path) or Path(node.path).resolve()
         path = (including.parent / target).resolve()
         stack = self._import_stack or [including]
+        if self.root is not None and not (path == self.root or self.root in path.parents):
+            raise target_node.error(
+                f"import_tasks: {target} is outside the runbook directory; a worker reads task files "
+                "only from there (or from the run's bundle)"
+            )
         if path in stack:
             chain = [*stack[stack.index(path) :], path]
             raise target_node.error("import cycle: " + " -> ".join(self._show(p) for p in chain))

@@ -43,21 +43,26 @@ STAGE_KEYS = [
 _RESERVED_STAGE_NAMES = frozenset({"handlers", "rollback"})
 
 
-def load_runbook(path: str | Path, inventory: Inventory | None = None) -> Runbook:
+def load_runbook(
+    path: str | Path, inventory: Inventory | None = None, *, confine_to: Path | None = None
+) -> Runbook:
     """Load and validate a runbook; with an inventory, stage host patterns are resolved too.
-    Expressions that use no variable are evaluated (bounded) and refused if they fail."""
+    Expressions that use no variable are evaluated (bounded) and refused if they fail.
+    With `confine_to` (a real path), task files imported from outside it are refused."""
     with probing_constants():
-        return parse_runbook(load_yaml(path), inventory)
+        return parse_runbook(load_yaml(path), inventory, confine_to=confine_to)
 
 
-def parse_runbook(doc: YamlDoc, inventory: Inventory | None = None) -> Runbook:
+def parse_runbook(
+    doc: YamlDoc, inventory: Inventory | None = None, *, confine_to: Path | None = None
+) -> Runbook:
     root = doc.root()
     raw = require_mapping(root, "a runbook")
     # In a one-stage runbook, keys both levels know (vars, handlers, rollback) stay run-level.
     single_stage_keys = [k for k in STAGE_KEYS if k not in RUNBOOK_KEYS]
     root.check_keys([*RUNBOOK_KEYS, *single_stage_keys], "runbook")
     check_template_syntax(root)
-    parser = TaskParser()
+    parser = TaskParser(root=confine_to)
 
     stage_nodes: list[tuple[Node, dict[str, Any]]] = []
     if "stages" in raw:

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import builtins
+import io
 import json
 import random
 import shutil
@@ -21,10 +22,11 @@ import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Literal, TypeVar
+from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
 from aiohttp import web
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from ruamel.yaml import YAML
 
 from pitstop.sim.access import AccessControl, Denial, TokenAuthenticator
 from pitstop.sim.admin import AdminRoutes
@@ -39,6 +41,7 @@ from pitstop.sim.etcd_store import DEFAULT_PREFIX, EtcdObjectStore
 from pitstop.sim.faults import FaultInjector
 from pitstop.sim.http import HttpFrontend
 from pitstop.sim.kubeconfig import DEFAULT_CONTEXT, DEFAULT_TOKEN, write_kubeconfig
+from pitstop.sim.kubeconfig import kubeconfig as kubeconfig_data
 from pitstop.sim.models import (
     ApiErrorFault,
     CountersSnapshot,
@@ -57,11 +60,14 @@ from pitstop.sim.resources import ResourceRegistry, ResourceType, crd_resource_t
 from pitstop.sim.scenario import Scenario, ScenarioError, load_scenario
 from pitstop.sim.seed import Seeder, SeedError, node_profiles
 from pitstop.sim.ssh.backend import ClusterBackend
-from pitstop.sim.ssh.files import InventoryHost, SshFiles, write_inventory, write_known_hosts
+from pitstop.sim.ssh.files import CLUSTER_NAME, InventoryHost, SshFiles, write_inventory, write_known_hosts
 from pitstop.sim.ssh.keys import client_key
 from pitstop.sim.ssh.models import SshEndpointInfo, SshNodeFaults
 from pitstop.sim.ssh.server import SshEndpoints, follow_reboots
 from pitstop.sim.store import InMemoryStore, ObjectStore, WatchEvent
+
+if TYPE_CHECKING:
+    from pitstop.policy.effective import WorkerPolicy
 
 T = TypeVar("T")
 Obj = dict[str, Any]
@@ -126,6 +132,12 @@ class SimConfig(BaseModel):
         default=False, description="Give every node an SSH endpoint on `host` (pitstop.sim.ssh)."
     )
     ssh_user: str = Field(default="ops", min_length=1, description="The user the SSH endpoints let in.")
+    cluster_name: str = Field(
+        default=CLUSTER_NAME,
+        pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]*$",
+        description="The cluster's name in the inventory written next to the SSH files, and the name "
+        "it is registered under with the worker (`register`).",
+    )
     ssh_dir: Path | None = Field(
         default=None,
         description="Where known_hosts, secrets/ and inventory.yaml go (default: next to the kubeconfig).",
@@ -490,9 +502,8 @@ class SimCluster:
                 for n in endpoints.nodes()
             ],
             user=self.config.ssh_user,
-            known_hosts=files.known_hosts,
-            kubeconfig=self.kubeconfig_path,
             bind_host=self.config.host,
+            cluster_name=self.config.cluster_name,
         )
         self._ssh, self._ssh_files = endpoints, files
         self.control.ssh = endpoints
@@ -603,6 +614,21 @@ class SimCluster:
     def rbac_denials(self) -> builtins.list[Denial]:
         """Every request RBAC refused so far (empty without rbac)."""
         return self.call(lambda c: c.rbac_denials())
+
+    def register(self, name: str | None = None, policy: WorkerPolicy | None = None) -> Path:
+        """Register this cluster with the worker, as an operator would a real one: its kubeconfig
+        (and, with SSH endpoints, its nodes' known_hosts) in the worker's clusters directory
+        under `name` (default: `cluster_name`). Returns that directory."""
+        from pitstop.policy.clusters import register_cluster
+
+        config = io.StringIO()
+        yaml = YAML(typ="safe", pure=True)
+        yaml.default_flow_style = False
+        yaml.dump(kubeconfig_data(self.url, self.config.token), config)
+        known = self.known_hosts_path.read_text(encoding="utf-8") if self._ssh_files is not None else None
+        return register_cluster(
+            name or self.config.cluster_name, kubeconfig=config.getvalue(), known_hosts=known, policy=policy
+        )
 
     # --- SSH endpoints (SimConfig(ssh=True)) ------------------------------------------------------
 

@@ -179,7 +179,7 @@ def open_connection(target: SSHTarget, keepalive_s: float = DEFAULT_KEEPALIVE_S)
             "set `cluster.ssh.key: {secret: NAME}` in the inventory"
         )
     try:
-        key_text = resolve_secret(target.key)
+        key_text = resolve_secret(target.key, "ssh_key", what="cluster.ssh.key", cluster=target.cluster)
     except SecretNotFound as exc:
         raise precondition(f"cluster.ssh.key: {exc}") from None
     pkey = load_private_key(key_text, target.key.secret)

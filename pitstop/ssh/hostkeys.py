@@ -24,7 +24,7 @@ import paramiko
 from pitstop.secrets import SecretNotFound, resolve_secret
 from pitstop.ssh.errors import host_key_changed, host_key_revoked, host_key_unknown, precondition
 from pitstop.ssh.keys import fingerprint
-from pitstop.ssh.target import DEFAULT_KNOWN_HOSTS, SSHTarget
+from pitstop.ssh.target import SSHTarget
 
 
 @dataclass(frozen=True)
@@ -183,24 +183,30 @@ def _cached(kind: str, stamp: str, text: str, source: str) -> KnownHosts:
 
 
 def known_hosts_for(target: SSHTarget) -> KnownHosts:
-    """The known hosts to check `target` against: the secret, else the file, else ~/.ssh/known_hosts."""
+    """The known hosts to check `target` against: the inventory's secret (granted by the policy
+    as the cluster's `ssh_known_hosts`), else the worker's file for the cluster."""
     if target.known_hosts_secret is not None:
         ref = target.known_hosts_secret
         try:
-            text = resolve_secret(ref)
+            text = resolve_secret(
+                ref, "ssh_known_hosts", what="cluster.ssh.known_hosts_secret", cluster=target.cluster
+            )
         except SecretNotFound as exc:
             raise precondition(f"cluster.ssh.known_hosts_secret: {exc}") from None
         digest = hashlib.sha256(text.encode()).hexdigest()
         return _cached(
             "secret", f"{ref.secret}/{ref.key}/{digest}", text, f"known_hosts secret {ref.secret!r}"
         )
-    path = Path(target.known_hosts or DEFAULT_KNOWN_HOSTS).expanduser()
+    if target.known_hosts is None:
+        raise precondition(f"no known_hosts for {target.name}: the worker policy names none for its cluster")
+    path = Path(target.known_hosts)
     try:
         stat = path.stat()
         text = path.read_text()
     except OSError as exc:
         raise precondition(
-            f"cannot read known_hosts file {path} for {target.name} ({exc.strerror}); set "
-            "cluster.ssh.known_hosts to a file with the nodes' host keys, or cluster.ssh.known_hosts_secret"
+            f"cannot read known_hosts file {path} for {target.name} ({exc.strerror}); the worker's "
+            f"operator must put the nodes' host keys there (cluster {target.cluster!r} in the worker "
+            "policy), or name a secret in cluster.ssh.known_hosts_secret"
         ) from None
     return _cached("file", f"{path}:{stat.st_mtime_ns}:{stat.st_size}", text, f"known_hosts file {path}")

@@ -3,24 +3,27 @@
 Ansible's connection variables win over the cluster defaults, as in Ansible:
 `ansible_host` (address; default the inventory name), `ansible_port` (default
 `cluster.ssh.port`, 22), `ansible_user` (default `cluster.ssh.user`, then the worker's user).
-The key, known_hosts and jump host come from `cluster.ssh`.
+The key (a secret the policy grants as that cluster's `ssh_key`) and the jump host come from
+`cluster.ssh`; the nodes' known_hosts is the worker's file for the cluster (worker policy),
+or a secret the inventory names in `cluster.ssh.known_hosts_secret`.
 """
 
 from __future__ import annotations
 
 import getpass
-import os
 import re
-from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
 from pitstop.contracts import ModuleCall
 from pitstop.modules import SecretRef
+from pitstop.policy.clusters import cluster_rule
+from pitstop.policy.errors import policy_violation
+from pitstop.policy.grants import check_grant
+from pitstop.policy.load import current_policy
 from pitstop.ssh.errors import invalid_args
 
-DEFAULT_KNOWN_HOSTS = "~/.ssh/known_hosts"
 DEFAULT_CONNECT_TIMEOUT_S = 10.0
 
 _JUMP = re.compile(
@@ -61,6 +64,8 @@ class SSHTarget(BaseModel):
     host: str
     port: int = 22
     user: str
+    # The inventory's cluster: the secrets' grants are scoped by it.
+    cluster: str = ""
     key: SecretRef | None = None
     known_hosts: str | None = None
     known_hosts_secret: SecretRef | None = None
@@ -87,7 +92,7 @@ class SSHTarget(BaseModel):
             if self.known_hosts_secret
             else f"file:{self.known_hosts}"
         )
-        return (self.host, self.port, self.user, str(self.jump or ""), f"{key}|{known}")
+        return (self.host, self.port, self.user, str(self.jump or ""), f"{self.cluster}|{key}|{known}")
 
     def describe(self) -> str:
         via = f" via {self.jump}" if self.jump else ""
@@ -96,14 +101,6 @@ class SSHTarget(BaseModel):
 
 def known_hosts_name(host: str, port: int) -> str:
     return host if port == 22 else f"[{host}]:{port}"
-
-
-def worker_path(path: str) -> Path:
-    """A path on the worker: absolute, `~`-relative, or relative to PITSTOP_RUNBOOK_DIR."""
-    expanded = Path(path).expanduser()
-    if expanded.is_absolute():
-        return expanded
-    return Path(os.environ.get("PITSTOP_RUNBOOK_DIR", "runbooks")) / expanded
 
 
 def _var(host_vars: dict[str, Any], *names: str) -> Any:
@@ -125,11 +122,33 @@ def _port(value: Any, host: str) -> int:
 
 
 def target_for(call: ModuleCall) -> SSHTarget:
-    """The SSH target of a module call, from its host vars and the cluster's SSH defaults."""
+    """The SSH target of a module call, from its host vars, the cluster's SSH defaults and the
+    worker's known_hosts for the cluster (PolicyViolation when the worker has none)."""
     hv = call.host_vars
     ssh = call.cluster.ssh if call.cluster is not None else None
     port_var = _var(hv, "ansible_port", "ansible_ssh_port")
-    known = ssh.known_hosts if ssh and ssh.known_hosts else None
+    rule = cluster_rule(call.cluster.name if call.cluster else None, call.module)
+    known_secret = ssh.known_hosts_secret if ssh else None
+    if known_secret is None and rule.known_hosts is None:
+        raise policy_violation(
+            f"{call.module}: this worker has no known_hosts for the nodes of cluster {rule.name!r} "
+            f"({rule.origin}), so their host keys cannot be checked",
+            fix=f"ask the worker's operator to put it at "
+            f"{current_policy().clusters_dir.path / rule.name / 'known_hosts'} or set "
+            f"clusters.{rule.name}.known_hosts in PITSTOP_WORKER_POLICY (or name a known_hosts secret "
+            "in the inventory's cluster.ssh.known_hosts_secret)",
+        )
+    # Checked at every call, not only when a connection is opened: a pooled connection made
+    # under an earlier grant is not used once the policy no longer allows its key.
+    if ssh is not None and ssh.key is not None:
+        check_grant(ssh.key.secret, "ssh_key", what=f"{call.module}: cluster.ssh.key", cluster=rule.name)
+    if known_secret is not None:
+        check_grant(
+            known_secret.secret,
+            "ssh_known_hosts",
+            what=f"{call.module}: cluster.ssh.known_hosts_secret",
+            cluster=rule.name,
+        )
     return SSHTarget(
         name=call.host,
         host=str(_var(hv, "ansible_host", "ansible_ssh_host") or call.host),
@@ -137,8 +156,9 @@ def target_for(call: ModuleCall) -> SSHTarget:
         user=str(
             _var(hv, "ansible_user", "ansible_ssh_user") or (ssh.user if ssh else None) or getpass.getuser()
         ),
+        cluster=rule.name,
         key=ssh.key if ssh else None,
-        known_hosts=str(worker_path(known)) if known else None,
-        known_hosts_secret=ssh.known_hosts_secret if ssh else None,
+        known_hosts=str(rule.known_hosts) if rule.known_hosts else None,
+        known_hosts_secret=known_secret,
         jump=JumpHost.parse(ssh.jump_host) if ssh and ssh.jump_host else None,
     )

@@ -30,6 +30,7 @@ from pitstop.bundle import collect
 from pitstop.contracts import RunReport, RunRequest
 from pitstop.sim import SimCluster
 from tests.e2e.conftest import approve_gates
+from tests.policy_site import PolicyLayer
 from worker import build_worker
 from workflows import WORKFLOWS
 
@@ -128,9 +129,13 @@ def upgrade(
 
 
 @pytest.fixture
-def lab(tmp_path: Path, s3_endpoint: str, etcd_endpoint: str, upgrade: Upgrade) -> Iterator[Upgrade]:
+def lab(
+    tmp_path: Path, s3_endpoint: str, etcd_endpoint: str, upgrade: Upgrade, worker_policy: PolicyLayer
+) -> Iterator[Upgrade]:
     """A second cluster, the lab: the same platform with its own nodes and SSH key. One worker
-    serves both, so the lab's key sits beside production's under its own secret name."""
+    serves both, so the lab's key sits beside production's under its own secret name, which the
+    worker's policy grants as the lab's SSH key only."""
+    worker_policy.grant("lab-ssh-key", "ssh_key", clusters=["lab"])
     for lab in _start(tmp_path, du.SCENARIO, s3_endpoint, etcd_endpoint, cluster="lab"):
         key = (lab.sim.ssh_secrets_dir / "sim-ssh-key").read_bytes()
         (upgrade.sim.ssh_secrets_dir / "lab-ssh-key").write_bytes(key)

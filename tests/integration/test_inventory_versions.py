@@ -26,6 +26,7 @@ from tests.integration.kube.conftest import ModuleRunner, StartSim, module_runne
 from tests.integration.sim_ssh.conftest import SimNodes, start_nodes
 from tests.integration.ssh.conftest import fake_node, lab, ssh_lab, sshd_binary
 from tests.integration.ssh.lab import FakeNode, SshLab
+from tests.policy_site import PolicyLayer
 
 __all__ = ["fake_node", "lab", "module_runner", "ssh_lab", "sshd_binary", "start_nodes", "start_sim"]
 
@@ -227,14 +228,19 @@ def test_ssh_facts_of_the_nodes_add_driver_nic_and_package_versions(
 
 
 @pytest.fixture
-def platform_nodes(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[SimNodes]:
-    """The shipped platform-upgrade scenario, with SSH endpoints on every node."""
+def platform_nodes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, worker_policy: PolicyLayer
+) -> Iterator[SimNodes]:
+    """The shipped platform-upgrade scenario, with SSH endpoints on every node, registered with
+    the worker and its client key granted as the cluster's SSH key."""
     scenario = parse_scenario(SCENARIO.read_text(), str(SCENARIO))
     sim = SimCluster(SimConfig(scenario=scenario, kubeconfig=tmp_path / "kubeconfig", ssh=True))
     sim.start()
+    sim.register()
+    worker_policy.grant("sim-ssh-key", "ssh_key")
     monkeypatch.setenv(DIR_ENV, str(sim.ssh_secrets_dir))
     try:
-        yield SimNodes(sim, load_inventory(sim.inventory_path))
+        yield SimNodes(sim, load_inventory(sim.inventory_path), worker_policy)
     finally:
         close_all()
         sim.stop()

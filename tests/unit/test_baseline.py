@@ -13,12 +13,34 @@ from temporalio.exceptions import ApplicationError
 from activities.baseline import baseline_compare, baseline_record, load
 from pitstop.baseline import Baseline, Threshold, compare, merge
 from pitstop.contracts import ModuleCall
+from tests.policy_site import PolicyLayer
 
 T0 = datetime(2026, 11, 29, tzinfo=UTC)
 
 
 def call(module: str, **args: object) -> ModuleCall:
     return ModuleCall(module=module, host="localhost", args=args, run_id="run-1", task_path="t/0")
+
+
+@pytest.fixture(autouse=True)
+def _store_allowed(worker_policy: PolicyLayer, tmp_path: Path) -> None:
+    # A `store` a runbook names is a worker path: the operator lets modules write there.
+    worker_policy.allow_write(tmp_path)
+
+
+def test_a_store_the_policy_does_not_allow_is_refused_before_anything_is_written(
+    tmp_path_factory: pytest.TempPathFactory,
+) -> None:
+    elsewhere = tmp_path_factory.mktemp("not-allowed")
+    with pytest.raises(ApplicationError) as err:
+        baseline_record(
+            call("baseline.record", product="p", pool="q", metrics={"x": 1.0}, store=str(elsewhere))
+        )
+    assert err.value.type == "PolicyViolation" and err.value.non_retryable
+    assert f"baseline.record: store: {elsewhere} is outside the directories this worker may write" in str(
+        err.value
+    )
+    assert list(elsewhere.iterdir()) == []
 
 
 def test_drop_beyond_threshold_fails_with_the_numbers(tmp_path: Path) -> None:

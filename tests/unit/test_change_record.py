@@ -20,6 +20,7 @@ from pitstop.records.change_record import (
     render_markdown,
     sanitize,
 )
+from tests.policy_site import PolicyLayer
 
 SKEW_SOURCE = "https://kubernetes.io/releases/version-skew-policy/"
 
@@ -318,8 +319,7 @@ def test_malformed_arguments_are_refused_naming_the_field() -> None:
     assert "records.change_record: canary.hosts: Input should be a valid list" in str(raised.value)
 
 
-def test_check_mode_returns_the_record_it_would_write() -> None:
-
+def test_check_mode_returns_the_record_it_would_write(worker_policy: PolicyLayer) -> None:
     args = {"bucket": "records", "cluster": "gpu-prod", "run": run_var(["ok", "ok", "ok", "ok"])}
     call = ModuleCall(
         module="records.change_record",
@@ -329,6 +329,14 @@ def test_check_mode_returns_the_record_it_would_write() -> None:
         run_id="r",
         task_path="t",
     )
+    # Check mode answers as the real run would: refused until the worker may use the bucket.
+    with pytest.raises(ApplicationError) as refused:
+        records_change_record(call)
+    assert refused.value.type == "PolicyViolation"
+    assert "records.change_record: S3 endpoint AWS (no endpoint_url) is not one this worker may use" in str(
+        refused.value
+    )
+    worker_policy.allow_s3("aws", ["records"])
     result = records_change_record(call)
     key = "change-records/gpu-prod/platform-upgrade-2026-11-29-10-00"
     assert (

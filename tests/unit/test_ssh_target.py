@@ -1,4 +1,5 @@
-"""Where to connect: Ansible's connection variables over the inventory's cluster.ssh."""
+"""Where to connect: Ansible's connection variables over the inventory's cluster.ssh, and the
+worker's own known_hosts for the cluster (worker policy)."""
 
 from __future__ import annotations
 
@@ -13,6 +14,18 @@ from pitstop.contracts import ModuleCall
 from pitstop.modules import SecretRef
 from pitstop.runbook.inventory import ClusterConfig, SSHConfig
 from pitstop.ssh.target import JumpHost, target_for
+from tests.policy_site import PolicyLayer
+
+
+@pytest.fixture(autouse=True)
+def _cluster_c(worker_policy: PolicyLayer, tmp_path: Path) -> Path:
+    """Cluster `c` known to the worker with a known_hosts file; keys k, a, b granted for it."""
+    known = tmp_path / "known_hosts"
+    known.write_text("")
+    worker_policy.cluster("c", known_hosts=known)
+    for name in ("k", "a", "b"):
+        worker_policy.grant(name, "ssh_key", clusters=["c"])
+    return known
 
 
 def _call(host_vars: dict[str, Any], ssh: SSHConfig | None = None) -> ModuleCall:
@@ -28,15 +41,13 @@ def _call(host_vars: dict[str, Any], ssh: SSHConfig | None = None) -> ModuleCall
     )
 
 
-def test_ansible_connection_variables_override_the_cluster_defaults() -> None:
-    ssh = SSHConfig(
-        user="ops", port=2200, key=SecretRef(secret="k"), known_hosts="/etc/kh", jump_host="bastion"
-    )
+def test_ansible_connection_variables_override_the_cluster_defaults(_cluster_c: Path) -> None:
+    ssh = SSHConfig(user="ops", port=2200, key=SecretRef(secret="k"), jump_host="bastion")
     target = target_for(
         _call({"ansible_host": "10.0.0.7", "ansible_port": "2222", "ansible_user": "root"}, ssh)
     )
     assert (target.host, target.port, target.user) == ("10.0.0.7", 2222, "root")
-    assert target.key == SecretRef(secret="k") and target.known_hosts == "/etc/kh"
+    assert target.key == SecretRef(secret="k") and target.known_hosts == str(_cluster_c)
     assert target.jump == JumpHost(host="bastion", port=22, user=None)
     assert target.known_hosts_name == "[10.0.0.7]:2222"
 
@@ -44,22 +55,47 @@ def test_ansible_connection_variables_override_the_cluster_defaults() -> None:
 def test_defaults_are_the_inventory_name_the_cluster_port_and_user() -> None:
     target = target_for(_call({}, SSHConfig(user="ops", port=2200)))
     assert (target.host, target.port, target.user) == ("gpu-01", 2200, "ops")
-    bare = target_for(_call({}))
+    bare = target_for(_call({}, SSHConfig()))
     assert (bare.host, bare.port, bare.user) == ("gpu-01", 22, getpass.getuser())
     assert bare.known_hosts_name == "gpu-01"
 
 
-def test_relative_known_hosts_is_under_the_runbook_directory(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("PITSTOP_RUNBOOK_DIR", "/srv/runbooks")
-    target = target_for(_call({}, SSHConfig(known_hosts="keys/known_hosts")))
-    assert target.known_hosts == "/srv/runbooks/keys/known_hosts"
-    home = target_for(_call({}, SSHConfig(known_hosts="~/.ssh/known_hosts")))
-    assert home.known_hosts == str(Path("~/.ssh/known_hosts").expanduser())
+def test_without_a_cluster_there_is_no_known_hosts_and_nothing_to_connect_with() -> None:
+    with pytest.raises(ApplicationError) as err:
+        target_for(_call({}))
+    assert err.value.type == "PolicyViolation"
+    assert "the inventory names no cluster; add `cluster: {name: NAME}`" in str(err.value)
+
+
+def test_a_cluster_the_worker_does_not_know_is_refused_with_where_to_register_it() -> None:
+    call = _call({}, SSHConfig()).model_copy(update={"cluster": ClusterConfig(name="elsewhere")})
+    with pytest.raises(ApplicationError) as err:
+        target_for(call)
+    assert err.value.type == "PolicyViolation" and err.value.non_retryable
+    assert "cluster 'elsewhere' is not one this worker may act on (known clusters: " in str(err.value)
+    known = str(err.value).split("(known clusters: ", 1)[1].split(";", 1)[0]
+    assert "c" in known.split(", ") and "elsewhere" not in known.split(", ")
+    assert "clusters/elsewhere/known_hosts" in str(err.value)
+
+
+def test_a_key_granted_for_another_purpose_or_cluster_is_refused(worker_policy: PolicyLayer) -> None:
+    worker_policy.grant("backup-s3", "s3_credentials").grant("prod-key", "ssh_key", clusters=["prod"])
+    with pytest.raises(ApplicationError) as wrong_use:
+        target_for(_call({}, SSHConfig(key=SecretRef(secret="backup-s3"))))
+    assert "secret 'backup-s3' may only be used as S3 credentials, not as the SSH key" in str(wrong_use.value)
+    with pytest.raises(ApplicationError) as wrong_cluster:
+        target_for(_call({}, SSHConfig(key=SecretRef(secret="prod-key"))))
+    assert "may be used as the SSH key of a cluster's nodes of cluster(s) prod only, not of 'c'" in str(
+        wrong_cluster.value
+    )
+    with pytest.raises(ApplicationError) as ungranted:
+        target_for(_call({}, SSHConfig(key=SecretRef(secret="nobody-granted-this"))))
+    assert "secret 'nobody-granted-this' is not granted to any use on this worker" in str(ungranted.value)
 
 
 def test_bad_port_variable_is_invalid_args_naming_the_host() -> None:
     with pytest.raises(ApplicationError) as err:
-        target_for(_call({"ansible_port": "ssh"}))
+        target_for(_call({"ansible_port": "ssh"}, SSHConfig()))
     assert err.value.type == "InvalidArgs" and "gpu-01" in str(err.value) and "'ssh'" in str(err.value)
 
 
@@ -83,12 +119,10 @@ def test_bad_jump_host_spec_shows_the_expected_form(spec: str) -> None:
 
 
 def test_connections_are_pooled_apart_when_credentials_differ() -> None:
-    a = target_for(_call({}, SSHConfig(key=SecretRef(secret="a"), known_hosts="/kh")))
-    b = target_for(_call({}, SSHConfig(key=SecretRef(secret="b"), known_hosts="/kh")))
+    a = target_for(_call({}, SSHConfig(key=SecretRef(secret="a"))))
+    b = target_for(_call({}, SSHConfig(key=SecretRef(secret="b"))))
     assert a.pool_key != b.pool_key
-    assert (
-        a.pool_key == target_for(_call({}, SSHConfig(key=SecretRef(secret="a"), known_hosts="/kh"))).pool_key
-    )
+    assert a.pool_key == target_for(_call({}, SSHConfig(key=SecretRef(secret="a")))).pool_key
 
 
 def test_inventory_takes_known_hosts_from_a_secret_reference_only(tmp_path: Path) -> None:

@@ -3,8 +3,9 @@
 known_hosts            `[127.0.0.1]:PORT ssh-ed25519 AAAA...`, one line per node
 secrets/sim-ssh-key    the client's private key (OpenSSH format, 0600): the secret
                        `{secret: sim-ssh-key}` once PITSTOP_SECRETS_DIR points at `secrets/`
-inventory.yaml         the nodes as an inventory: a `cluster:` block (kubeconfig, SSH user,
-                       key, known_hosts) and hosts with ansible_host/ansible_port,
+inventory.yaml         the nodes as an inventory: a `cluster:` block (the cluster's name, SSH
+                       user and key; the worker holds its kubeconfig and known_hosts once the
+                       cluster is registered with it) and hosts with ansible_host/ansible_port,
                        failure_domain and node_name, in group `gpu` and one group per domain;
                        control-plane nodes (scenarios with a `platform:`) in group
                        `control_plane`, outside `gpu`; `gpu_fleet` (the GPU nodes) and
@@ -77,7 +78,7 @@ def group_name(domain: str) -> str:
 
 
 def inventory(
-    hosts: list[InventoryHost], *, user: str, known_hosts: Path, kubeconfig: Path | None, bind_host: str
+    hosts: list[InventoryHost], *, user: str, bind_host: str, cluster_name: str = CLUSTER_NAME
 ) -> dict[str, Any]:
     domains: dict[str, dict[str, Any]] = {}
     control_plane: dict[str, Any] = {}
@@ -92,10 +93,7 @@ def inventory(
             "failure_domain": host.domain,
             "node_name": host.name,
         }
-    cluster: dict[str, Any] = {"name": CLUSTER_NAME}
-    if kubeconfig is not None:
-        cluster["kubeconfig"] = str(kubeconfig.resolve())
-    cluster["ssh"] = {"user": user, "key": {"secret": KEY_SECRET}, "known_hosts": str(known_hosts.resolve())}
+    cluster: dict[str, Any] = {"name": cluster_name, "ssh": {"user": user, "key": {"secret": KEY_SECRET}}}
     children: dict[str, Any] = {ALL_NODES_GROUP: {"children": domains}}
     gpu_hosts = sorted(h.name for h in hosts if h.role != "control-plane")
     if gpu_hosts:
@@ -112,9 +110,8 @@ def write_inventory(
     hosts: list[InventoryHost],
     *,
     user: str,
-    known_hosts: Path,
-    kubeconfig: Path | None,
     bind_host: str,
+    cluster_name: str = CLUSTER_NAME,
 ) -> Path:
     buffer = io.StringIO()
     yaml = YAML(typ="safe", pure=True)
@@ -122,13 +119,15 @@ def write_inventory(
     # Keep the order written: `cluster:` first, hosts in node order.
     yaml.representer.sort_base_mapping_type_on_output = False
     yaml.dump(
-        inventory(hosts, user=user, known_hosts=known_hosts, kubeconfig=kubeconfig, bind_host=bind_host),
+        inventory(hosts, user=user, bind_host=bind_host, cluster_name=cluster_name),
         buffer,
     )
     header = (
         "# The rehearsal cluster's nodes, reachable over SSH (written by pitstop sim; ports change\n"
         "# at every start). The worker finds the key as secret "
         f"'{KEY_SECRET}' with\n#   export PITSTOP_SECRETS_DIR={path.parent.resolve() / 'secrets'}\n"
+        f"# and reaches cluster '{cluster_name}' once it is registered with the worker (pitstop sim\n"
+        "# serve does that; see docs/policy.md).\n"
     )
     _replace(path, header + buffer.getvalue())
     return path

@@ -18,6 +18,7 @@ from pitstop.devstack import DevStack, etcd_tool
 
 # The engine fixtures (a worker with every registered activity, `run` a runbook to its end).
 from tests.integration.engine.conftest import engine_worker, run, start_run  # noqa: F401
+from tests.policy_site import PolicyLayer
 
 if TYPE_CHECKING:
     from mypy_boto3_s3 import S3Client
@@ -130,8 +131,17 @@ class Site:
 
 @pytest.fixture
 def site(
-    etcd_endpoint: str, s3_endpoint: str, bucket: str, cluster: str, live_data_dir: Path, tmp_path: Path
+    etcd_endpoint: str,
+    s3_endpoint: str,
+    bucket: str,
+    cluster: str,
+    live_data_dir: Path,
+    tmp_path: Path,
+    worker_policy: PolicyLayer,
 ) -> Iterator[Site]:
+    # The site keeps its backups and drills in directories of its own (backup_dir, drill_dir),
+    # which its operator lets modules write; the stack's policy already allows its etcd and S3.
+    worker_policy.allow_write(tmp_path)
     yield Site(etcd_endpoint, s3_endpoint, bucket, cluster, live_data_dir, tmp_path)
 
 

@@ -164,8 +164,9 @@ async def test_acceptance_feeds_its_baseline_forward_and_the_record_reports_both
     start_sim: StartSim, run: Any, s3_endpoint: str, bucket: str, s3_client: S3Client
 ) -> None:
     sim = start_sim("cluster: {nodes: 2, domains: 1}\ntiming: {time_scale: 60}")
+    sim.register("rehearsal")  # the worker holds its kubeconfig; the inventory names it
     inventory = (
-        f"cluster: {{name: rehearsal, kubeconfig: {sim.kubeconfig_path}}}\n"
+        "cluster: {name: rehearsal}\n"
         "all:\n  hosts:\n    localhost: {}\n"
         f"  vars: {{bucket: {bucket}, s3_endpoint: '{s3_endpoint}'}}\n"
     )
@@ -233,10 +234,8 @@ async def test_a_deviation_reported_by_acceptance_waits_for_a_written_explanatio
     from tests.integration.engine.conftest import status_when
 
     sim = start_sim("cluster: {nodes: 2, domains: 1}\ntiming: {time_scale: 60}")
-    inventory = (
-        f"cluster: {{name: rehearsal, kubeconfig: {sim.kubeconfig_path}}}\n"
-        "all:\n  hosts:\n    localhost: {}\n"
-    )
+    sim.register("rehearsal")  # the worker holds its kubeconfig; the inventory names it
+    inventory = "cluster: {name: rehearsal}\nall:\n  hosts:\n    localhost: {}\n"
     handle = await start_run(EXPLAIN_RUNBOOK, inventory)
     await status_when(handle, lambda s: any(g.status == "open" for g in s.gates), within=60)
     # Between the baseline and the acceptance the canary's NCCL bandwidth halves.

@@ -32,6 +32,13 @@ from activities.etcd import (
 from pitstop.contracts import ModuleCall, ModuleResult
 from pitstop.devstack import etcd_tool, free_port, process_alive
 from tests.integration.etcd.conftest import put_nodes, settled_digest
+from tests.policy_site import PolicyLayer
+
+
+@pytest.fixture(autouse=True)
+def _site_directories(worker_policy: PolicyLayer, tmp_path: Path) -> None:
+    # Snapshots and scratch directories go where the operator lets modules write.
+    worker_policy.allow_write(tmp_path)
 
 
 def call(module: str, args: dict[str, Any], check_mode: bool = False) -> ModuleCall:
@@ -113,10 +120,13 @@ def test_verify_fails_with_each_difference_named(etcd_endpoint: str, cluster: st
 
 @pytest.mark.parametrize("where", ["inside", "equal", "containing"])
 def test_a_scratch_directory_overlapping_the_live_data_directory_is_refused(
-    where: str, etcd_endpoint: str, tmp_path: Path, live_data_dir: Path
+    where: str, etcd_endpoint: str, tmp_path: Path, live_data_dir: Path, worker_policy: PolicyLayer
 ) -> None:
     snap = tmp_path / "snap.db"
     save(etcd_endpoint, snap)
+    # Even where the operator lets modules write (say all of /var/lib), a live member's data
+    # directory stays out of reach of a drill.
+    worker_policy.allow_write(live_data_dir.parent)
     scratch = {"inside": live_data_dir / "drill", "equal": live_data_dir, "containing": live_data_dir.parent}[
         where
     ]
@@ -285,8 +295,9 @@ def tls_etcd(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
 
 
 def test_a_snapshot_over_tls_uses_material_from_secrets_and_leaves_none_behind(
-    tls_etcd: str, tmp_path: Path
+    tls_etcd: str, tmp_path: Path, worker_policy: PolicyLayer
 ) -> None:
+    worker_policy.allow_etcd(tls_etcd).grant("etcd-client", "etcd_tls", endpoints=[tls_etcd])
     refs = {
         "cacert": {"secret": "etcd-client", "key": "ca.crt"},
         "cert": {"secret": "etcd-client", "key": "tls.crt"},
@@ -308,8 +319,9 @@ def test_a_snapshot_over_tls_uses_material_from_secrets_and_leaves_none_behind(
 
 
 def test_a_missing_tls_secret_names_where_it_was_looked_for(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, worker_policy: PolicyLayer
 ) -> None:
+    worker_policy.allow_etcd("https://127.0.0.1:1").grant("nope", "etcd_tls")
     monkeypatch.delenv("PITSTOP_SECRETS_DIR", raising=False)
     with pytest.raises(ApplicationError) as missing:
         save("https://127.0.0.1:1", tmp_path / "x.db", cacert={"secret": "nope", "key": "ca.crt"})

@@ -16,11 +16,19 @@ from temporalio.exceptions import ApplicationError
 from activities.storage import storage_download, storage_latest, storage_retention, storage_upload
 from pitstop.contracts import ModuleCall, ModuleResult
 from pitstop.retention import ExponentialPolicy, Snapshot, select, snapshot_key
+from tests.policy_site import PolicyLayer
 
 if TYPE_CHECKING:
     from mypy_boto3_s3 import S3Client
 
 MIB = 1024 * 1024
+
+
+@pytest.fixture(autouse=True)
+def _site(worker_policy: PolicyLayer, tmp_path: Path, s3_endpoint: str) -> None:
+    # Snapshot files live where the operator lets modules write; the S3 secret is granted as
+    # credentials for the stack's S3 (whose endpoint the stack's policy already allows).
+    worker_policy.allow_write(tmp_path).grant("s3-backup", "s3_credentials", endpoints=[s3_endpoint])
 
 
 def call(module: str, args: dict[str, Any], check_mode: bool = False) -> ModuleCall:

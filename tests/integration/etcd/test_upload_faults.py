@@ -16,6 +16,7 @@ from temporalio.client import Client
 from tests.integration.engine.conftest import RunFn
 from tests.integration.etcd.conftest import Site
 from tests.integration.etcd.faulty_s3 import FaultyS3
+from tests.policy_site import PolicyLayer
 
 if TYPE_CHECKING:
     from mypy_boto3_s3 import S3Client
@@ -24,8 +25,9 @@ MIB = 1024 * 1024
 
 
 @pytest.fixture
-def faulty_s3(s3_endpoint: str) -> Iterator[FaultyS3]:
+def faulty_s3(s3_endpoint: str, worker_policy: PolicyLayer) -> Iterator[FaultyS3]:
     proxy = FaultyS3(s3_endpoint, fail_part=2).start()
+    worker_policy.allow_s3(proxy.endpoint)  # an S3 endpoint of the site, as any other
     yield proxy
     proxy.stop()
 

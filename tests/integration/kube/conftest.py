@@ -29,6 +29,18 @@ class ModuleRunner:
 
     def __init__(self) -> None:
         self.heartbeats: list[Any] = []
+        self._registered: dict[int, str] = {}
+
+    def cluster(self, sim: SimCluster) -> ClusterConfig:
+        """The simulator as an inventory names it (`rehearsal`, then `rehearsal-2`... when a test
+        runs several), registered with the worker under that name."""
+        name = self._registered.get(id(sim))
+        if name is None:
+            count = len(self._registered)
+            name = "rehearsal" if not count else f"rehearsal-{count + 1}"
+            sim.register(name)
+            self._registered[id(sim)] = name
+        return ClusterConfig(name=name)
 
     def call(
         self,
@@ -42,7 +54,6 @@ class ModuleRunner:
         task_path: str = "stage/0",
         host_vars: dict[str, Any] | None = None,
     ) -> ModuleCall:
-        assert sim.kubeconfig_path is not None
         return ModuleCall(
             module=module,
             host=host,
@@ -51,7 +62,7 @@ class ModuleRunner:
             run_id=run_id,
             task_path=task_path,
             host_vars=host_vars or {"inventory_hostname": host},
-            cluster=ClusterConfig(name="rehearsal", kubeconfig=str(sim.kubeconfig_path)),
+            cluster=self.cluster(sim),
         )
 
     def env(self, timeout: float = 60.0, heartbeat_details: list[Any] | None = None) -> ActivityEnvironment:

@@ -74,7 +74,8 @@ data: {mode: fast, level: "3"}
 
 
 def kube(sim: SimCluster) -> Kube:
-    return Kube(api_client(ClusterConfig(name="test", kubeconfig=str(sim.kubeconfig_path))))
+    sim.register("test")  # the worker holds the cluster's kubeconfig; the inventory names it
+    return Kube(api_client(ClusterConfig(name="test")))
 
 
 def write(root: Path, files: dict[str, str]) -> Path:

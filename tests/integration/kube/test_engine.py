@@ -58,9 +58,10 @@ tasks:
 
 
 def inventory(sim: SimCluster) -> str:
+    sim.register("rehearsal")  # the worker holds the cluster's kubeconfig; the inventory names it
     return textwrap.dedent(
-        f"""
-        cluster: {{name: rehearsal, kubeconfig: {sim.kubeconfig_path}}}
+        """
+        cluster: {name: rehearsal}
         all:
           children:
             zone_a:

@@ -9,6 +9,7 @@ import pytest
 from temporalio.exceptions import ApplicationError
 
 from activities.kube.nodes import annotate, cordon, taint, uncordon, untaint, wait_node_ready
+from pitstop.policy.clusters import register_cluster
 from pitstop.runbook.inventory import ClusterConfig
 from pitstop.sim import ApiErrorFault, SimCluster
 from tests.integration.kube.conftest import ModuleRunner, StartSim
@@ -214,10 +215,10 @@ def test_a_rejected_token_is_unauthorized_and_not_retried(
 ) -> None:
     sim = start_sim(CLUSTER)
     assert sim.kubeconfig_path is not None
-    wrong = tmp_path / "wrong-token"
-    wrong.write_text(sim.kubeconfig_path.read_text().replace("pitstop-sim-token", "stolen-token"))
+    wrong = sim.kubeconfig_path.read_text().replace("pitstop-sim-token", "stolen-token")
+    register_cluster("wrong-token", kubeconfig=wrong)
     request = module_runner.call(sim, "kube.cordon", {})
-    request = request.model_copy(update={"cluster": ClusterConfig(name="rehearsal", kubeconfig=str(wrong))})
+    request = request.model_copy(update={"cluster": ClusterConfig(name="wrong-token")})
     with pytest.raises(ApplicationError) as denied:
         module_runner.env().run(cordon, request)
     assert denied.value.type == "Unauthorized" and denied.value.non_retryable

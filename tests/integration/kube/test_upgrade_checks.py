@@ -38,7 +38,8 @@ def compat_dir(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def kube(sim: SimCluster) -> Kube:
-    return Kube(api_client(ClusterConfig(name="test", kubeconfig=str(sim.kubeconfig_path))))
+    sim.register("test")  # the worker holds the cluster's kubeconfig; the inventory names it
+    return Kube(api_client(ClusterConfig(name="test")))
 
 
 def doc(api_version: str, kind: str, name: str, namespace: str | None = None, **rest: Any) -> Obj:

@@ -15,6 +15,7 @@ from pitstop.devstack import DevStack
 from tests.integration.engine.conftest import RunFn
 from tests.integration.etcd.conftest import shipped, shipped_tasks
 from tests.integration.sim_etcd.conftest import StartSim, count, stored
+from tests.policy_site import PolicyLayer
 
 NODES = 3
 
@@ -51,8 +52,11 @@ async def test_the_drill_restores_the_node_and_pod_counts_of_backup_time_not_the
     bucket: str,
     cluster: str,
     tmp_path: Path,
+    worker_policy: PolicyLayer,
 ) -> None:
     endpoint = own_etcd.etcd_endpoint
+    # This site's etcd, and its backup and drill directories, as its operator allows them.
+    worker_policy.allow_etcd(endpoint).allow_write(tmp_path)
     sim = start_sim(nodes=NODES, etcd_endpoint=endpoint)
     sim.create(
         "pods",

@@ -19,6 +19,7 @@ from pitstop.runbook.inventory import Inventory
 from pitstop.secrets import DIR_ENV
 from pitstop.sim import SimCluster, SimConfig, parse_scenario
 from pitstop.ssh import close_all
+from tests.policy_site import PolicyLayer
 
 NODE = "gpu-node-001"
 OTHER = "gpu-node-002"
@@ -42,6 +43,7 @@ timing:
 class SimNodes:
     sim: SimCluster
     inventory: Inventory
+    policy: PolicyLayer
     heartbeats: list[Any] = field(default_factory=list)
 
     def call(
@@ -58,9 +60,10 @@ class SimNodes:
         cluster = self.inventory.cluster
         assert cluster is not None and cluster.ssh is not None
         if known_hosts is not None:
-            cluster = cluster.model_copy(
-                update={"ssh": cluster.ssh.model_copy(update={"known_hosts": str(known_hosts)})}
-            )
+            # Other host keys are another cluster to the worker: its operator registers them.
+            name = f"{cluster.name}-{known_hosts.name.replace('.', '-')}"
+            self.policy.cluster(name, known_hosts=known_hosts)
+            cluster = cluster.model_copy(update={"name": name})
         return ModuleCall(
             module=module,
             host=host,
@@ -85,23 +88,32 @@ class SimNodes:
 
 
 @pytest.fixture
-def start_nodes(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Callable[..., SimNodes]]:
-    """`start_nodes(extra_scenario_yaml="")` -> a running cluster with SSH endpoints."""
+def start_nodes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, worker_policy: PolicyLayer
+) -> Iterator[Callable[..., SimNodes]]:
+    """`start_nodes(extra_scenario_yaml="")` -> a running cluster with SSH endpoints, registered
+    with the worker (its known_hosts), its client key granted as the cluster's SSH key."""
     running: list[SimCluster] = []
+    worker_policy.allow_read(tmp_path)  # firmware images the tests write next to the cluster
 
     def start(extra: str = "") -> SimNodes:
         text = textwrap.dedent(SCENARIO) + textwrap.dedent(extra)
         directory = tmp_path / f"sim-{len(running)}"
         sim = SimCluster(
             SimConfig(
-                scenario=parse_scenario(text, "scenario.yaml"), kubeconfig=directory / "kubeconfig", ssh=True
+                scenario=parse_scenario(text, "scenario.yaml"),
+                kubeconfig=directory / "kubeconfig",
+                ssh=True,
+                cluster_name=f"sim-{len(running)}",
             )
         )
         sim.start()
         running.append(sim)
+        sim.register()
+        worker_policy.grant("sim-ssh-key", "ssh_key")
         # The client key is the secret `sim-ssh-key` in this directory.
         monkeypatch.setenv(DIR_ENV, str(sim.ssh_secrets_dir))
-        return SimNodes(sim, load_inventory(sim.inventory_path))
+        return SimNodes(sim, load_inventory(sim.inventory_path), worker_policy)
 
     yield start
     close_all()

@@ -21,10 +21,12 @@ from temporalio.testing import ActivityEnvironment
 
 from activities.ssh import ssh_facts, ssh_firmware_update
 from pitstop.contracts import ModuleCall
+from pitstop.policy import current_policy
 from pitstop.runbook import load_inventory
 from pitstop.secrets import DIR_ENV
 from pitstop.ssh import close_all
 from tests.conftest import REPO_ROOT
+from tests.policy_site import PolicyLayer
 
 
 def _http(url: str, method: str = "GET", body: Any = None) -> tuple[int, Any]:
@@ -40,7 +42,7 @@ def _http(url: str, method: str = "GET", body: Any = None) -> tuple[int, Any]:
 
 
 def test_serve_writes_an_inventory_of_ssh_endpoints_that_the_modules_use(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, worker_policy: PolicyLayer
 ) -> None:
     kubeconfig = tmp_path / "kubeconfig"
     shape = ["--nodes", "3", "--domains", "3", "--time-scale", "60"]
@@ -61,9 +63,15 @@ def test_serve_writes_an_inventory_of_ssh_endpoints_that_the_modules_use(
         inventory = load_inventory(tmp_path / "inventory.yaml")
         cluster = inventory.cluster
         assert cluster is not None and cluster.ssh is not None
-        assert cluster.kubeconfig == str(kubeconfig)
+        assert cluster.name == "pitstop-sim"
         assert cluster.ssh.key is not None and cluster.ssh.key.secret == "sim-ssh-key"
-        assert (cluster.ssh.user, cluster.ssh.known_hosts) == ("ops", str(tmp_path / "known_hosts"))
+        assert cluster.ssh.user == "ops"
+        # The worker holds how to reach it: registered in the worker's clusters directory.
+        registered = current_policy().clusters_dir.path / "pitstop-sim"
+        assert (registered / "known_hosts").read_text() == (tmp_path / "known_hosts").read_text()
+        assert YAML(typ="safe").load((registered / "kubeconfig").read_text()) == YAML(typ="safe").load(
+            kubeconfig.read_text()
+        )
         assert inventory.resolve("gpu") == ["gpu-node-001", "gpu-node-002", "gpu-node-003"]
         assert inventory.resolve("zone_b") == ["gpu-node-002"]
         # The groups the shipped runbooks use, so that they run against `pitstop sim serve` as is.
@@ -86,6 +94,7 @@ def test_serve_writes_an_inventory_of_ssh_endpoints_that_the_modules_use(
         assert status == 200 and info["faults"]["flash_fails"] is True
 
         monkeypatch.setenv(DIR_ENV, str(tmp_path / "secrets"))
+        worker_policy.grant("sim-ssh-key", "ssh_key").allow_read(tmp_path)
 
         def call(module: str, args: dict[str, Any]) -> ModuleCall:
             return ModuleCall(
@@ -117,3 +126,4 @@ def test_serve_writes_an_inventory_of_ssh_endpoints_that_the_modules_use(
     assert proc.returncode == 0, err
     assert f"gpu-node-002 127.0.0.1:{node['ansible_port']}" in out
     assert f"export PITSTOP_SECRETS_DIR={tmp_path / 'secrets'}" in out
+    assert f"registered with the worker as cluster 'pitstop-sim' in {registered}" in out

@@ -12,7 +12,8 @@ from pitstop.ssh import close_all
 
 # The engine fixtures (a worker with every registered activity, `run` a runbook to its end).
 from tests.integration.engine.conftest import engine_worker, run, start_run  # noqa: F401
-from tests.integration.ssh.lab import KEY_ENV, FakeNode, SshLab, make_fake_node
+from tests.integration.ssh.lab import KEY_ENV, KEY_SECRET, FakeNode, SshLab, make_fake_node
+from tests.policy_site import PolicyLayer, TestSite
 from tests.sshd import SshdUnavailable, SshServer, client_key, ensure_sshd, free_port, write_known_hosts
 
 
@@ -25,21 +26,31 @@ def sshd_binary() -> str:
 
 
 @pytest.fixture(scope="session")
-def ssh_lab(tmp_path_factory: pytest.TempPathFactory, sshd_binary: str) -> Iterator[SshLab]:
+def ssh_lab(
+    tmp_path_factory: pytest.TempPathFactory, sshd_binary: str, worker_site: TestSite
+) -> Iterator[SshLab]:
     base = tmp_path_factory.mktemp("ssh-lab")
     key = client_key(base / "client")
     node = SshServer(base / "node", free_port(), [key.public_line]).start()
     known = write_known_hosts(base / "known_hosts", [node])
-    with pytest.MonkeyPatch.context() as patch:
+    # The lab's site: cluster `lab` whose nodes' host keys are in the lab's known_hosts, the
+    # client key granted as its SSH key (and the secrets the connection tests name).
+    with pytest.MonkeyPatch.context() as patch, worker_site.layer() as policy:
         patch.setenv(KEY_ENV, key.private_text)
-        yield SshLab(base, key, node, known)
+        policy.cluster("lab", known_hosts=known)
+        policy.grant(KEY_SECRET, "ssh_key").grant("no-such-key", "ssh_key")
+        policy.grant("fleet-known-hosts", "ssh_known_hosts")
+        yield SshLab(base, key, node, known, policy)
     close_all()
     node.stop()
 
 
 @pytest.fixture
-def lab(ssh_lab: SshLab) -> SshLab:
+def lab(ssh_lab: SshLab, worker_policy: PolicyLayer, tmp_path: Path) -> SshLab:
     ssh_lab.heartbeats.clear()
+    # Files a test ships to nodes (scripts, images, copies) come from its own directory, which
+    # the operator lets modules read.
+    worker_policy.allow_read(tmp_path)
     return ssh_lab
 
 

@@ -8,6 +8,7 @@ the node's directory: `fw/current`, `fw/pending`, `fw/flashes.log` (one line per
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import shlex
@@ -23,6 +24,7 @@ from temporalio.testing import ActivityEnvironment
 from pitstop.contracts import ModuleCall, ModuleResult
 from pitstop.modules import SecretRef
 from pitstop.runbook.inventory import ClusterConfig, SSHConfig
+from tests.policy_site import PolicyLayer
 from tests.sshd import SSHD, ClientKey, SshServer
 
 KEY_SECRET = "ssh-test-key"
@@ -38,11 +40,23 @@ NVIDIA_SMI_OUTPUT = (
 
 @dataclass
 class SshLab:
+    """The lab's worker policy: cluster `lab` with the lab's known_hosts file, the client key
+    granted as its SSH key; another known_hosts file makes another cluster (`lab-<hash>`)."""
+
     base: Path
     key: ClientKey
     node: SshServer
     known_hosts: Path
+    policy: PolicyLayer
     heartbeats: list[Any] = field(default_factory=list)
+
+    def cluster_name(self, known_hosts: Path | None) -> str:
+        if known_hosts is None or known_hosts == self.known_hosts:
+            return "lab"
+        name = f"lab-{hashlib.sha256(str(known_hosts).encode()).hexdigest()[:8]}"
+        if name not in self.policy.doc.get("clusters", {}):
+            self.policy.cluster(name, known_hosts=known_hosts)
+        return name
 
     def cluster(
         self,
@@ -53,11 +67,10 @@ class SshLab:
         key_secret: str = KEY_SECRET,
     ) -> ClusterConfig:
         return ClusterConfig(
-            name="lab",
+            name=self.cluster_name(known_hosts),
             ssh=SSHConfig(
                 user="root",
                 key=SecretRef(secret=key_secret),
-                known_hosts=None if known_hosts_secret else str(known_hosts or self.known_hosts),
                 known_hosts_secret=SecretRef(secret=known_hosts_secret) if known_hosts_secret else None,
                 jump_host=jump_host,
             ),

@@ -23,7 +23,6 @@ def _inventory(lab: SshLab) -> str:
       ssh:
         user: root
         key: {{secret: {KEY_SECRET}}}
-        known_hosts: {lab.known_hosts}
     all:
       children:
         nodes:
