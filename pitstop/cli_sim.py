@@ -21,7 +21,7 @@ from rich.console import Console
 from pitstop.policy import PolicyError, WorkerPolicy, load_policy
 from pitstop.sim.cluster import SimCluster, SimConfig
 from pitstop.sim.etcd_store import DEFAULT_PREFIX, EtcdStoreError
-from pitstop.sim.rbac_policy import PolicyError
+from pitstop.sim.rbac_policy import PolicyError as RbacPolicyError
 from pitstop.sim.scenario import Scenario, ScenarioError, load_scenario
 from pitstop.sim.ssh.files import CLUSTER_NAME
 from pitstop.sim.ssh.server import SshStartError
@@ -165,7 +165,7 @@ def serve(
     except ScenarioError as exc:
         err_console.print(f"[red]invalid scenario:[/] {exc}", highlight=False)
         raise typer.Exit(2) from None
-    except PolicyError as exc:
+    except RbacPolicyError as exc:
         err_console.print(f"[red]invalid --rbac policy:[/] {exc}", highlight=False)
         raise typer.Exit(2) from None
     except EtcdStoreError as exc:
