@@ -340,6 +340,9 @@ class SimCluster:
         self._etcd: EtcdObjectStore | None = None
         self._tokens: dict[str, tuple[str, str]] = {}
         self.admin_kubeconfig_path: Path | None = None
+        # Who the kubeconfig handed out (`kubeconfig_path`) authenticates as: (token, user name;
+        # None for the admin's). `register` gives the worker the same credentials.
+        self._handed_out: tuple[str, str | None] = (self.config.token, None)
 
     # --- lifecycle ----------------------------------------------------------------------------
 
@@ -440,8 +443,7 @@ class SimCluster:
                     self.config.kubeconfig, service_account=self.config.kubeconfig_service_account
                 )
             else:
-                self.kubeconfig_path = write_kubeconfig(self.config.kubeconfig, self.url, self.config.token)
-                self.admin_kubeconfig_path = self.kubeconfig_path
+                self.admin_kubeconfig_path = self.write_kubeconfig(self.config.kubeconfig)
         if self.config.ssh:
             self._start_ssh(store, manager)
         return self.url
@@ -588,17 +590,20 @@ class SimCluster:
     def write_kubeconfig(self, path: str | Path, *, service_account: str | None = None) -> Path:
         """A kubeconfig for this cluster: the admin's, or a ServiceAccount's ('namespace/name',
         one of `SimConfig.service_accounts`) on a cluster with RBAC."""
-        if service_account is None:
-            written = write_kubeconfig(path, self.url, self.config.token)
-        else:
-            written = write_kubeconfig(
-                path,
-                self.url,
-                self.service_account_token(service_account),
-                user=f"{DEFAULT_CONTEXT}-{service_account.replace('/', '-')}",
-            )
+        token, user = self._credentials(service_account)
+        written = write_kubeconfig(path, self.url, token, user=user)
         self.kubeconfig_path = written
+        self._handed_out = (token, user)
         return written
+
+    def _credentials(self, service_account: str | None) -> tuple[str, str | None]:
+        """(token, kubeconfig user name) of the admin (None) or of a ServiceAccount."""
+        if service_account is None:
+            return self.config.token, None
+        return (
+            self.service_account_token(service_account),
+            f"{DEFAULT_CONTEXT}-{service_account.replace('/', '-')}",
+        )
 
     def service_account_token(self, account: str) -> str:
         """The bearer token issued for a ServiceAccount ('namespace/name') of SimConfig.service_accounts."""
@@ -615,16 +620,28 @@ class SimCluster:
         """Every request RBAC refused so far (empty without rbac)."""
         return self.call(lambda c: c.rbac_denials())
 
-    def register(self, name: str | None = None, policy: WorkerPolicy | None = None) -> Path:
+    def register(
+        self,
+        name: str | None = None,
+        policy: WorkerPolicy | None = None,
+        *,
+        service_account: str | None = None,
+    ) -> Path:
         """Register this cluster with the worker, as an operator would a real one: its kubeconfig
         (and, with SSH endpoints, its nodes' known_hosts) in the worker's clusters directory
-        under `name` (default: `cluster_name`). Returns that directory."""
+        under `name` (default: `cluster_name`). Returns that directory.
+
+        The registered kubeconfig authenticates as the one this cluster hands out
+        (`kubeconfig_path`): the ServiceAccount's of `SimConfig.kubeconfig_service_account` or
+        of the last `write_kubeconfig(service_account=)`, else the admin's; `service_account`
+        chooses one explicitly. So a worker under RBAC never gets the admin token by accident."""
         from pitstop.policy.clusters import register_cluster
 
+        token, user = self._credentials(service_account) if service_account else self._handed_out
         config = io.StringIO()
         yaml = YAML(typ="safe", pure=True)
         yaml.default_flow_style = False
-        yaml.dump(kubeconfig_data(self.url, self.config.token), config)
+        yaml.dump(kubeconfig_data(self.url, token, user=user), config)
         known = self.known_hosts_path.read_text(encoding="utf-8") if self._ssh_files is not None else None
         return register_cluster(
             name or self.config.cluster_name, kubeconfig=config.getvalue(), known_hosts=known, policy=policy

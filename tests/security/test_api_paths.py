@@ -117,7 +117,8 @@ def test_the_unchecked_path_really_reads_the_secret(start_sim: StartSim) -> None
     sim = start_sim(CLUSTER)
     _plant_secret(sim)
     sim.reset_counters()
-    kube = Kube(api_client(ClusterConfig(name="rehearsal", kubeconfig=str(sim.kubeconfig_path))))
+    sim.register("rehearsal")  # the worker holds the cluster's kubeconfig; the inventory names it
+    kube = Kube(api_client(ClusterConfig(name="rehearsal")))
     served = kube.get_or_none(f"/api/v1/nodes/{TRAVERSAL}")
     assert served is not None and served.get("kind") == "Secret"
     assert _secret_reads(sim) == 1
@@ -192,6 +193,7 @@ async def test_a_run_whose_inventory_names_a_traversal_node_reads_no_secret(
     start_sim: StartSim, run: RunFn
 ) -> None:
     sim = start_sim(CLUSTER)
+    sim.register("rehearsal")  # the worker holds the cluster's kubeconfig; the inventory names it
     _plant_secret(sim)
     sim.reset_counters()
     report = await run(
@@ -206,7 +208,7 @@ async def test_a_run_whose_inventory_names_a_traversal_node_reads_no_secret(
             kube.get: {kind: Node, name: "{{ node_name }}"}
         """,
         f"""
-        cluster: {{name: rehearsal, kubeconfig: {sim.kubeconfig_path}}}
+        cluster: {{name: rehearsal}}
         all:
           children:
             nodes:

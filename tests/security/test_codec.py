@@ -44,7 +44,9 @@ from temporalio.worker import Replayer
 from pitstop.client import data_converter, tracing_interceptor
 from pitstop.codec import AesGcmCodec
 from pitstop.codec_keys import generate_key, parse_keyring
-from pitstop.devstack import DevStack, StackConfig, free_ports_config
+from pitstop.devstack import POLICY_FILE, DevStack, StackConfig, free_ports_config
+from pitstop.policy import load_policy
+from pitstop.policy.errors import POLICY_ENV
 from pitstop.sandbox import workflow_runner
 from pitstop.schedules import apply_schedules, load_schedules
 from pitstop.secrets import DIR_ENV
@@ -101,8 +103,12 @@ LAB_INVENTORY = "all:\n  children:\n    lab:\n      hosts:\n        h00: {}\n"
 
 
 def clean_env(**extra: str) -> dict[str, str]:
-    """This process's environment without any codec or home setting, plus `extra`."""
+    """This process's environment without any codec or home setting, plus `extra`. Given a
+    home, a process also reads that home's worker policy (what `pitstop dev up` wrote there), as
+    a user's would; otherwise it keeps the session's test policy (never a developer's own)."""
     drop = {"PITSTOP_CODEC_KEY", "PITSTOP_CODEC_KEY_FILE", "PITSTOP_HOME", "TEMPORAL_ADDRESS"}
+    if "PITSTOP_HOME" in extra:
+        drop.add(POLICY_ENV)
     env = {k: v for k, v in os.environ.items() if k not in drop}
     env.update({"COLUMNS": "400", **extra})
     return env
@@ -296,6 +302,10 @@ async def test_history_holds_ciphertext_and_pitstop_the_ui_and_the_replayer_read
         settings = (await http.get(f"{codec_stack.ui_url}/api/v1/settings")).json()
     assert settings["Codec"]["Endpoint"] == codec_stack.codec_endpoint
 
+    # As `pitstop sim serve` does: the rehearsal cluster is registered with the workers of the
+    # stack's home (the inventory only names it), whose policy grants its nodes' SSH key.
+    registered = sim.register(policy=load_policy(env))
+    assert registered.is_relative_to(codec_stack.home) and (codec_stack.home / POLICY_FILE).is_file()
     worker = WorkerProcess({**env, DIR_ENV: str(sim.ssh_secrets_dir)}, tmp_path / "worker.log")
     workers.append(worker)
     await worker.start()

@@ -208,10 +208,11 @@ async def test_an_updater_from_extra_vars_is_refused_by_the_run_in_check_mode(
     run's extra vars, in a check-mode run (a plan). The task fails with the reason; the node
     ran nothing."""
     marker = tmp_path / MARK
+    # The inventory names cluster `lab`; the worker's policy holds its nodes' known_hosts.
     inventory = f"""
     cluster:
       name: lab
-      ssh: {{user: root, key: {{secret: {KEY_SECRET}}}, known_hosts: {lab.known_hosts}}}
+      ssh: {{user: root, key: {{secret: {KEY_SECRET}}}}}
     all:
       children:
         nodes:

@@ -165,13 +165,15 @@ workloads:
 
 
 def _inventory(sim: SimCluster) -> str:
-    return f"""
-    cluster: {{name: rehearsal, kubeconfig: {sim.kubeconfig_path}}}
+    """The inventory names the cluster; the worker holds its kubeconfig (registered)."""
+    sim.register("rehearsal")
+    return """
+    cluster: {name: rehearsal}
     all:
       children:
         nodes:
           hosts:
-            gpu-node-001: {{}}
+            gpu-node-001: {}
     """
 
 

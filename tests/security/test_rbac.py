@@ -2,8 +2,9 @@
 
 The rehearsal cluster authorizes every request as a real apiserver's RBAC authorizer does
 (`SimConfig(rbac=True)`, pitstop.sim.rbac), from the Roles, ClusterRoles and bindings of the
-shipped manifests; the worker's kubeconfig carries the `pitstop/pitstop-worker` ServiceAccount's
-token. So:
+shipped manifests; the kubeconfig registered with the worker for the cluster the inventory names
+carries the `pitstop/pitstop-worker` ServiceAccount's token (`SimCluster.register` registers the
+kubeconfig the cluster hands out, checked by `registered_worker_token`). So:
 
 - the shipped maintenance runbook, run through the real engine, succeeds as that
   ServiceAccount and no request of the whole run is denied (the role is sufficient);
@@ -19,6 +20,12 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
 import urllib.error
 import urllib.request
 import uuid
@@ -29,6 +36,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from ruamel.yaml import YAML
 from temporalio.client import Client, WorkflowHandle
 from temporalio.exceptions import ApplicationError
 
@@ -36,6 +44,7 @@ from activities import ACTIVITIES
 from activities.kube.admission import stop_admission
 from activities.kube.capacity import capacity_check
 from activities.kube.checkpoint import wait_for_workloads
+from activities.kube.client import ApiStatus, Kube, api_client
 from activities.kube.drain import drain_node
 from activities.kube.job import run_job
 from activities.kube.nodes import cordon
@@ -45,6 +54,9 @@ from pitstop import demo_upgrade as du
 from pitstop.bundle import collect
 from pitstop.contracts import ModuleResult, RunReport, RunRequest
 from pitstop.kube.annotations import CHECKPOINT_PROTOCOL, CHECKPOINT_REQUESTED
+from pitstop.policy import current_policy
+from pitstop.policy.clusters import cluster_rule
+from pitstop.runbook.inventory import ClusterConfig
 from pitstop.sim import SimCluster, SimConfig, load_scenario
 from pitstop.sim.rbac_policy import load_policy
 from tests.e2e.conftest import Rehearsal, approve_gates, runbook_limits
@@ -65,8 +77,8 @@ WORKER_USER = "system:serviceaccount:pitstop:pitstop-worker"
 
 
 def start_with_rbac(workdir: Path, scenario: Path, policy: list[Path], **extra: Any) -> SimCluster:
-    """The rehearsal cluster with SSH endpoints and RBAC enforced; the kubeconfig the inventory
-    names is the worker ServiceAccount's (the admin's is `kubeconfig.admin`)."""
+    """The rehearsal cluster with SSH endpoints and RBAC enforced; its kubeconfig, the one
+    registered with the worker, is the worker ServiceAccount's (the admin's is `kubeconfig.admin`)."""
     workdir.mkdir(parents=True, exist_ok=True)
     sim = SimCluster(
         SimConfig(
@@ -87,6 +99,18 @@ def start_with_rbac(workdir: Path, scenario: Path, policy: list[Path], **extra: 
 def worker_kubeconfig_token(sim: SimCluster) -> str:
     assert sim.kubeconfig_path is not None
     text = sim.kubeconfig_path.read_text(encoding="utf-8")
+    token = sim.service_account_token(WORKER)
+    assert token in text and sim.token not in text, "the worker must not hold the admin token"
+    return token
+
+
+def registered_worker_token(sim: SimCluster, name: str) -> str:
+    """The kubeconfig the worker uses for cluster `name` (the one registered with it, which the
+    inventory only names) carries the ServiceAccount's token, never the admin's: otherwise every
+    request would be allowed and no test here could see a 403."""
+    kubeconfig = cluster_rule(name, "rbac test").kubeconfig
+    assert kubeconfig is not None, name
+    text = kubeconfig.read_text(encoding="utf-8")
     token = sim.service_account_token(WORKER)
     assert token in text and sim.token not in text, "the worker must not hold the admin token"
     return token
@@ -145,7 +169,7 @@ async def test_the_maintenance_runbook_runs_as_the_workers_service_account_with_
     temporal_client: Client, task_queue: str, rehearsal: Rehearsal
 ) -> None:
     sim = rehearsal.sim
-    worker_kubeconfig_token(sim)
+    registered_worker_token(sim, "rehearsal")
     report = await run_maintenance(temporal_client, task_queue, rehearsal)
 
     target, per_domain_limit = runbook_limits()
@@ -162,6 +186,7 @@ async def test_without_the_eviction_rule_the_canary_drain_fails_with_a_403_and_n
     temporal_client: Client, task_queue: str, rehearsal: Rehearsal
 ) -> None:
     sim = rehearsal.sim
+    registered_worker_token(sim, "rehearsal")
     drop_rule(sim, "pitstop-node-maintenance", lambda r: r.get("resources") == ["pods/eviction"])
     report = await run_maintenance(temporal_client, task_queue, rehearsal)
 
@@ -212,6 +237,7 @@ async def test_the_platform_upgrade_runs_as_the_workers_service_account_with_no_
         inventory = du.write_inventory(
             sim, workdir / "inventory.yaml", s3_endpoint=s3_endpoint, etcd_endpoint=etcd_endpoint
         )
+        registered_worker_token(sim, "rehearsal")
         files, runbook_name, inventory_name = collect(du.RUNBOOK, inventory)
         request = RunRequest(
             runbook=runbook_name,
@@ -453,6 +479,7 @@ def test_every_rule_of_the_maintenance_roles_has_a_case() -> None:
 def test_without_a_rule_the_module_that_needs_it_gets_the_apiservers_403(
     cluster: SimCluster, runner: ModuleRunner, case: RuleCase
 ) -> None:
+    registered_worker_token(cluster, runner.cluster(cluster).name)
     case.prepare(cluster)
     host = case.host(cluster)
     drop_rule(cluster, case.role, lambda r: r.get("resources") == case.resources)
@@ -478,6 +505,7 @@ def test_with_every_rule_in_place_the_same_module_calls_are_not_refused(
     """The control for the cases above: with the roles as shipped, none of those calls meets a
     401 or 403 (a module may still say no for its own reasons: a capacity check on a full
     cluster refuses)."""
+    registered_worker_token(cluster, runner.cluster(cluster).name)
     refusals: dict[str, str] = {}
     for name, case in RULE_CASES.items():
         if case.prepare is job_only_protocol:
@@ -495,6 +523,7 @@ def test_a_drain_that_bypasses_the_eviction_api_is_refused_by_the_cluster(
 ) -> None:
     """`disable_eviction: true` deletes pods past their PDBs; the worker's role has no `delete
     pods`, so whatever a runbook says, the cluster refuses and no pod is deleted."""
+    registered_worker_token(cluster, runner.cluster(cluster).name)
     node = serving_node(cluster)
     with pytest.raises(ApplicationError) as refused:
         runner(
@@ -517,13 +546,79 @@ def test_a_drain_that_bypasses_the_eviction_api_is_refused_by_the_cluster(
     )
 
 
+# --- what the worker is given ---------------------------------------------------------------------
+
+
+def test_the_cluster_registered_with_the_worker_is_the_service_accounts(cluster: SimCluster) -> None:
+    """Registering the cluster (what `pitstop sim serve`, the demo and the fixtures do) gives the
+    worker the kubeconfig the cluster hands out: the ServiceAccount's, never the admin's."""
+    name = f"rbac-{uuid.uuid4().hex[:8]}"
+    directory = cluster.register(name)
+    try:
+        assert cluster.kubeconfig_path is not None and cluster.admin_kubeconfig_path is not None
+        registered = YAML(typ="safe").load((directory / "kubeconfig").read_text())
+        assert registered == YAML(typ="safe").load(cluster.kubeconfig_path.read_text())
+        assert registered != YAML(typ="safe").load(cluster.admin_kubeconfig_path.read_text())
+        assert registered_worker_token(cluster, name) == cluster.service_account_token(WORKER)
+        # What the worker's client does with it: the worker's identity, not the admin's.
+        kube = Kube(api_client(ClusterConfig(name=name)))
+        assert kube.get_or_none("/api/v1/nodes/gpu-node-001") is not None
+        with pytest.raises(ApiStatus) as denied:
+            kube.get_or_none("/api/v1/namespaces/default/secrets/x")
+        assert denied.value.status == 403 and f'User "{WORKER_USER}"' in denied.value.message
+    finally:
+        shutil.rmtree(directory)
+
+
+def test_sim_serve_with_a_service_account_registers_that_service_accounts_kubeconfig(tmp_path: Path) -> None:
+    """`pitstop sim serve --rbac deploy/kubernetes --service-account ...`: the cluster registered
+    with the worker authenticates as the ServiceAccount (the admin's kubeconfig is only written
+    next to the one it prints)."""
+    name = f"rbac-serve-{uuid.uuid4().hex[:8]}"
+    kubeconfig = tmp_path / "kubeconfig"
+    registered = current_policy().clusters_dir.path / name / "kubeconfig"
+    argv = [sys.executable, "-m", "pitstop.cli_sim", "serve", "--nodes", "1", "--domains", "1", "--no-ssh"]
+    argv += ["--kubeconfig", str(kubeconfig), "--name", name, "--service-account", WORKER]
+    argv += [arg for path in MAINTENANCE_POLICY for arg in ("--rbac", str(path))]
+    proc = subprocess.Popen(
+        argv,
+        cwd=REPO,
+        env={**os.environ, "COLUMNS": "250"},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        deadline = time.monotonic() + 60
+        while not registered.is_file():
+            assert proc.poll() is None, proc.communicate()
+            assert time.monotonic() < deadline, "the cluster was not registered"
+            time.sleep(0.1)
+        shown = YAML(typ="safe").load(registered.read_text())
+        assert shown == YAML(typ="safe").load(kubeconfig.read_text())
+        admin = YAML(typ="safe").load(kubeconfig.with_name("kubeconfig.admin").read_text())
+        [user] = shown["users"]
+        assert user["name"] == "pitstop-sim-pitstop-pitstop-worker"
+        assert user["user"]["token"] != admin["users"][0]["user"]["token"]
+        server = shown["clusters"][0]["cluster"]["server"]
+        status, _ = _get_url(server + "/api/v1/namespaces/default/secrets", user["user"]["token"])
+        assert status == 403
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        proc.communicate(timeout=30)
+        shutil.rmtree(registered.parent, ignore_errors=True)
+    assert proc.returncode == 0
+
+
 # --- authentication -------------------------------------------------------------------------------
 
 
 def _get(sim: SimCluster, path: str, token: str | None) -> tuple[int, dict[str, Any]]:
-    request = urllib.request.Request(
-        sim.url + path, headers={"Authorization": f"Bearer {token}"} if token else {}
-    )
+    return _get_url(sim.url + path, token)
+
+
+def _get_url(url: str, token: str | None) -> tuple[int, dict[str, Any]]:
+    request = urllib.request.Request(url, headers={"Authorization": f"Bearer {token}"} if token else {})
     try:
         with urllib.request.urlopen(request, timeout=10) as response:
             return response.status, json.loads(response.read())

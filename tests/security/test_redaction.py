@@ -207,10 +207,13 @@ def test_kube_patch_of_a_secret_shows_the_change_not_the_values(
 
 
 def test_kube_apply_of_a_secret_manifest_diffs_without_values(
-    start_sim: StartSim, module_runner: ModuleRunner, tmp_path: Path
+    start_sim: StartSim, module_runner: ModuleRunner, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     sim = start_sim(CLUSTER)
     token, rotated = _token(), _token()
+    # The manifest lives with the runbook, as the worker policy wants it: `src` is relative to
+    # the runbook directory.
+    monkeypatch.setenv("PITSTOP_RUNBOOK_DIR", str(tmp_path))
     manifest = tmp_path / "secret.yaml"
 
     def write(value: bytes) -> None:
@@ -226,11 +229,11 @@ def test_kube_apply_of_a_secret_manifest_diffs_without_values(
         )
 
     write(token)
-    planned = module_runner(apply, sim, {"src": [str(manifest)]}, check_mode=True)
-    created = module_runner(apply, sim, {"src": [str(manifest)]})
+    planned = module_runner(apply, sim, {"src": ["secret.yaml"]}, check_mode=True)
+    created = module_runner(apply, sim, {"src": ["secret.yaml"]})
     write(rotated)
-    changed = module_runner(apply, sim, {"src": [str(manifest)]})
-    again = module_runner(apply, sim, {"src": [str(manifest)]})
+    changed = module_runner(apply, sim, {"src": ["secret.yaml"]})
+    again = module_runner(apply, sim, {"src": ["secret.yaml"]})
     assert planned.changed and created.changed and changed.changed and not again.changed
     for result in (planned, created, changed, again):
         _assert_clean(result.model_dump(), token, rotated)
@@ -303,10 +306,12 @@ tasks:
 
 
 def _inventory(sim: SimCluster) -> str:
-    return f"""
-    cluster: {{name: rehearsal, kubeconfig: {sim.kubeconfig_path}}}
+    """The inventory names the cluster; the worker holds its kubeconfig (registered)."""
+    sim.register("rehearsal")
+    return """
+    cluster: {name: rehearsal}
     all:
-      hosts: {{}}
+      hosts: {}
     """
 
 

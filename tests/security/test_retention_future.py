@@ -21,6 +21,7 @@ from activities.storage import storage_latest, storage_retention, storage_upload
 from pitstop.contracts import ModuleCall, ModuleResult
 from pitstop.retention import KeepLastPolicy, Snapshot, select, snapshot_key
 from tests.integration.etcd import conftest as etcd_fixtures
+from tests.policy_site import PolicyLayer
 
 if TYPE_CHECKING:
     from mypy_boto3_s3 import S3Client
@@ -33,6 +34,13 @@ def _call(module: str, args: dict[str, Any], check_mode: bool = False) -> Module
     return ModuleCall(
         module=module, host="localhost", args=args, check_mode=check_mode, run_id="r", task_path="t"
     )
+
+
+@pytest.fixture(autouse=True)
+def _site(worker_policy: PolicyLayer, tmp_path: Path) -> None:
+    # The site keeps its snapshot files in a directory of its own, which its operator lets
+    # modules read (storage.upload reads `file`); the stack's policy already allows its S3.
+    worker_policy.allow_read(tmp_path)
 
 
 @pytest.fixture
