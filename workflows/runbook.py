@@ -131,8 +131,10 @@ class RunbookWorkflow:
         self.requester = Requester(name=request.requested_by)
         # Refusals heard before the plan exists (they join the run's notices once it does).
         self.early_notices: list[str] = []
-        # Commands sent to each host workflow (see HostCommand.seq).
+        # Commands sent to each host workflow (see HostCommand.seq), and the order they go in.
         self.command_seq: dict[str, int] = {}
+        self.commands_given = 0
+        self.commands_sent = 0
         self.abort_reason: str | None = None
         self.rollback_request: str | None = None
         # Why the current stage stopped launching (a rollback trigger); open host gates of
@@ -1324,22 +1326,24 @@ class RunbookWorkflow:
         self, command: Literal["pause", "resume", "abort"], reason: str = "", handles: list[Any] | None = None
     ) -> None:
         """Pause, resume or abort hosts (default: every host workflow in flight), signed together."""
-        if handles is None:
-            handles = [*self.children.values(), *self.aux_children.values()]
-        if not handles:
-            return
-        to: list[tuple[HostCommand, str, str]] = []
-        for handle in handles:
-            seq = self.command_seq[handle.id] = self.command_seq.get(handle.id, 0) + 1
-            to.append(
-                (
-                    HostCommand(command=command, reason=reason, seq=seq),
-                    handle.id,
-                    handle.first_execution_run_id or "",
-                )
-            )
-        signed = await trust.sign_messages(command, to)
-        await asyncio.gather(*(self._signal(h, command, m) for h, m in zip(handles, signed, strict=True)))
+        # One command at a time, in the order they were given: each host gets them in order.
+        ticket = self.commands_given
+        self.commands_given += 1
+        await workflow.wait_condition(lambda: self.commands_sent == ticket)
+        try:
+            if handles is None:
+                handles = [*self.children.values(), *self.aux_children.values()]
+            if not handles:
+                return
+            to: list[tuple[HostCommand, str, str]] = []
+            for handle in handles:
+                seq = self.command_seq[handle.id] = self.command_seq.get(handle.id, 0) + 1
+                command_for = HostCommand(command=command, reason=reason, seq=seq)
+                to.append((command_for, handle.id, handle.first_execution_run_id or ""))
+            signed = await trust.sign_messages(command, to)
+            await asyncio.gather(*(self._signal(h, command, m) for h, m in zip(handles, signed, strict=True)))
+        finally:
+            self.commands_sent += 1
 
     def _waiters(self, task_id: str) -> list[str]:
         return self._run_once_waiters.setdefault(task_id, [])

@@ -1,0 +1,1 @@
+"""Security tests of issue #13 (the trust boundary): one file per part."""
