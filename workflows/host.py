@@ -218,7 +218,10 @@ class HostWorkflow:
         text = f"host {self.inp.host}: refused a {kind!r} signal: {why}; nothing changed"
         if self.refusals == MAX_REPORTED_REFUSALS:
             text += " (further refusals on this host are not reported)"
-        await self._to_parent("host_notice", HostNotice(host=self.inp.host, text=text))
+        try:
+            await self._to_parent("host_notice", HostNotice(host=self.inp.host, text=text))
+        except Exception as exc:  # the run may have ended: the host's own log keeps the refusal
+            workflow.logger.info("could not tell the run about a refused %s signal: %s", kind, exc)
 
     async def _to_parent(self, kind: str, message: BaseModel) -> None:
         parent = workflow.info().parent
