@@ -297,7 +297,7 @@ async def assert_nothing_ran(client: Client, run_id: str) -> None:
 
 
 async def test_a_start_request_carrying_state_ends_at_once_and_nothing_runs(
-    temporal_client: Client, engine_worker: str, tmp_path: Path
+    temporal_client: Client, engine_worker: str, tmp_path: Path, pitstop_keys: dict[str, str]
 ) -> None:
     state = fake_state(tmp_path, GATED, hosts_inventory(1), engine_worker)
     for extra in ({}, {"state_signature": "0" * 64}):
@@ -318,6 +318,7 @@ async def test_a_start_request_carrying_state_ends_at_once_and_nothing_runs(
         vote = Decision(gate="s:before", approver="bob", approve=True)
         with pytest.raises(Exception, match=r"no gate named 's:before'|completed"):
             await handle.execute_update("decide", vote)
+        assert await assert_no_key_in_history(temporal_client, [run_id], pitstop_keys) == 1
 
 
 @workflow.defn(name="ForgeStateByContinuingAsNew", sandboxed=False)

@@ -118,3 +118,21 @@ def test_a_worker_without_a_worker_key_refuses_to_start(tmp_path: Path) -> None:
     )
     assert "pitstop keys new" in done.stderr
     assert not (tmp_path / "keys").exists()  # nothing made behind the operator's back
+
+
+def test_the_slack_bridge_refuses_to_start_without_the_vote_key(tmp_path: Path) -> None:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("PITSTOP_VOTE_KEY", "SLACK_"))}
+    env.update(
+        PITSTOP_HOME=str(tmp_path),
+        SLACK_BOT_TOKEN="xoxb-1",
+        SLACK_SIGNING_SECRET="s3cret",
+        TEMPORAL_ADDRESS="127.0.0.1:1",
+    )
+    pitstop = Path(sys.executable).parent / "pitstop"
+    done = subprocess.run(
+        [str(pitstop), "slack", "serve", "--port", "0"], env=env, capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 2
+    assert "pitstop slack serve: no vote key: neither PITSTOP_VOTE_KEY nor PITSTOP_VOTE_KEY_FILE is set" in (
+        done.stderr
+    )
