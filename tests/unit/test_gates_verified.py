@@ -129,9 +129,10 @@ def test_one_person_votes_once_under_any_name() -> None:
     first = signed("bob", "slack:U0BOB")
     gate = apply_vote(gate, first, T0, verified(first))
     again = signed("carol", "slack:U0BOB", click="c2")
-    assert refusal_reason(
-        gate, again, "dave", T0, check=verified(again)
-    ) == "slack:U0BOB already voted on gate 'canary:after' (under another name)"
+    assert (
+        refusal_reason(gate, again, "dave", T0, check=verified(again))
+        == "slack:U0BOB already voted on gate 'canary:after' (under another name)"
+    )
     assert seen_clicks([gate]) == {"c1"}
 
 
