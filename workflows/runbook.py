@@ -820,9 +820,18 @@ class RunbookWorkflow:
             HostWorkflow.run, inp, id=child_id, task_queue=workflow.info().task_queue
         )
         self.children[inp.host] = handle
-        if self.paused:
-            await self._command_hosts("pause", handles=[handle])
+        await self._catch_up(handle, inp.host)
         self._background.add(asyncio.create_task(self._await_child(inp.host, stage.name, handle)))
+
+    async def _catch_up(self, handle: Any, host: str) -> None:
+        """Tell a host that just started what it missed while its input was signed and it was
+        started: an abort, a skip, a pause (each command goes to the hosts running when it is given)."""
+        if self.abort_reason is not None:
+            await self._command_hosts("abort", self.abort_reason, [handle])
+        elif host in self.hosts_to_skip and host in self.children:
+            await self._command_hosts("abort", "skipped by operator", [handle])
+        elif self.paused:
+            await self._command_hosts("pause", handles=[handle])
 
     async def _await_child(self, host: str, stage: str, handle: Any) -> None:
         self.completed.append(await self._child_result(host, stage, handle))
@@ -860,8 +869,7 @@ class RunbookWorkflow:
             HostWorkflow.run, inp, id=child_id, task_queue=workflow.info().task_queue
         )
         self.aux_children[host] = handle
-        if self.paused:
-            await self._command_hosts("pause", handles=[handle])
+        await self._catch_up(handle, host)
         try:
             result = await self._child_result(host, stage.name if stage else "run", handle)
         finally:
