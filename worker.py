@@ -11,6 +11,12 @@ logs which one at start, and refuses to start when it is invalid. `--show-policy
 effective policy (defaults resolved, each rule with where it came from) and exits. Every
 activity runs inside a scope that scrubs the secrets it resolved from its error, result and
 log lines (`pitstop.policy.scrub`).
+
+Keys (`pitstop/keys.py`): a worker signs and checks the messages of its runs with the worker
+key and refuses to start without one; it checks signed votes with the vote key, and without
+one no vote is verified (gates with `require_verified` cannot pass). Both come from
+PITSTOP_WORKER_KEY[_FILE] and PITSTOP_VOTE_KEY[_FILE], or from the embedded stack's home
+(`.pitstop/keys/`, written by `pitstop dev up`) when those are not set.
 """
 
 from __future__ import annotations
@@ -22,6 +28,7 @@ import sys
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from datetime import timedelta
+from pathlib import Path
 from typing import Annotated, Any
 
 import typer
@@ -30,6 +37,7 @@ from temporalio.contrib.opentelemetry import TracingInterceptor
 from temporalio.worker import Interceptor, Worker
 
 from pitstop.client import PitstopConnectionError, connect, encryption_summary, tracing_interceptor
+from pitstop.keys import KeyConfigError, KeyRing, load_key, require_key
 from pitstop.policy import PolicyError, WorkerPolicy, load_policy
 from pitstop.policy.scrub import ScrubLogFilter, ScrubSecretsInterceptor
 from pitstop.sandbox import workflow_runner
@@ -47,6 +55,25 @@ _logging_configured = False
 
 class EmptyRegistryError(ValueError):
     """No workflow and no activity to serve: a worker would only fail inside Temporal."""
+
+
+class WorkerKeys:
+    """The keys a worker holds: the worker key (required) and the vote key (optional)."""
+
+    def __init__(self, worker: KeyRing, vote: KeyRing | None) -> None:
+        self.worker = worker
+        self.vote = vote
+
+    @classmethod
+    def load(cls, home: Path | None = None) -> WorkerKeys:
+        """From the environment, or the embedded stack's home; KeyConfigError says what to do."""
+        keys = cls(require_key("worker", home=home), load_key("vote", home=home))
+        if keys.vote is None:
+            log.warning(
+                "no vote key (PITSTOP_VOTE_KEY or PITSTOP_VOTE_KEY_FILE): no vote can be verified, "
+                "so gates with require_verified refuse every vote; give it the Slack bridge's vote key"
+            )
+        return keys
 
 
 def configure_logging(level: str = "INFO") -> None:
@@ -97,12 +124,19 @@ def build_worker(
     *,
     max_concurrent_activities: int = DEFAULT_MAX_CONCURRENT_ACTIVITIES,
     grace_seconds: float = DEFAULT_GRACE_SECONDS,
+    keys: WorkerKeys | None = None,
 ) -> Worker:
-    """A worker for `task_queue` serving the given (default: registered) workflows and activities.
+    """A worker for `task_queue` serving the given (default: registered) workflows and activities,
+    and the local activities that sign and check its runs' messages with `keys` (default: read
+    from the environment, see `WorkerKeys.load`).
 
-    Raises EmptyRegistryError when there is nothing to serve.
+    Raises EmptyRegistryError when there is nothing to serve, KeyConfigError without a worker key.
     """
+    from activities.trust import TrustActivities
+
     workflows, activities = registered(workflows, activities)
+    keys = keys or WorkerKeys.load()
+    activities = [*activities, *TrustActivities(keys.worker, keys.vote).activities()]
     # A client made by pitstop.client.connect already carries the tracing interceptor, and
     # Temporal applies client interceptors to the worker too; adding it twice doubles spans.
     interceptors: list[Interceptor] = [] if _client_has_tracing(client) else [tracing_interceptor()]
@@ -135,12 +169,14 @@ async def run_worker(
     registered()  # fail on empty registries before needing a server
     policy = load_policy()  # PolicyError: refuse to start, before connecting
     log_policy(policy)
+    keys = WorkerKeys.load(settings.home)  # and on a missing key
     client = await connect(settings)
     worker = build_worker(
         client,
         task_queue,
         max_concurrent_activities=max_concurrent_activities,
         grace_seconds=grace_seconds,
+        keys=keys,
     )
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
@@ -218,7 +254,7 @@ def main(
                 grace_seconds=grace_seconds,
             )
         )
-    except (EmptyRegistryError, PitstopConnectionError) as exc:
+    except (EmptyRegistryError, PitstopConnectionError, KeyConfigError) as exc:
         typer.echo(f"pitstop worker: {exc}", err=True)
         raise typer.Exit(code=2) from None
     except PolicyError as exc:

@@ -184,6 +184,7 @@ def _gates(runbook: Runbook) -> dict[str, GateRule]:
             approvers=sorted(runbook.expand_approvers(gate.approvers)),
             quorum=gate.quorum,
             four_eyes=gate.four_eyes,
+            require_verified=gate.require_verified,
             require_comment=gate.require_comment,
             timeout_seconds=gate.timeout,
             on_timeout=gate.on_timeout,

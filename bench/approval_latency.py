@@ -147,6 +147,8 @@ async def bench(gates: int) -> int:
                 "PITSTOP_SLACK_APPROVERS": str(approvers),
                 "TEMPORAL_ADDRESS": stack.temporal_address,
                 "OTEL_TRACES_EXPORTER": "none",
+                # The stack's keys (.../keys/): the bridge signs votes, the worker checks them.
+                "PITSTOP_HOME": home,
             }
             os.environ.update(env)  # the in-process worker's notify activities and plan.load
             port = free_port()

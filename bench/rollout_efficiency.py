@@ -44,7 +44,7 @@ from pitstop.client import connect
 from pitstop.contracts import RunReport, RunRequest
 from pitstop.devstack import DevStack, free_ports_config
 from pitstop.settings import Settings
-from worker import build_worker
+from worker import WorkerKeys, build_worker
 from workflows import WORKFLOWS
 from workflows.rollout import (
     RolloutLimits,
@@ -261,6 +261,7 @@ async def overhead(settings: Settings) -> None:
         TASK_QUEUE,
         workflows=[*WORKFLOWS, *BENCH_WORKFLOWS],
         activities=[*ACTIVITIES, *BENCH_ACTIVITIES],
+        keys=WorkerKeys.load(settings.home),  # the bench stack's own keys
     )
     async with worker:
         ms = await per_task_ms(

@@ -46,7 +46,7 @@ from pitstop.devstack import DevStack, free_ports_config  # noqa: E402
 from pitstop.settings import Settings  # noqa: E402
 from pitstop.ssh import close_all  # noqa: E402
 from tests.sshd import SshdUnavailable, SshServer, client_key, ensure_sshd, start_servers, write_known_hosts  # noqa: E402
-from worker import build_worker  # noqa: E402
+from worker import WorkerKeys, build_worker  # noqa: E402
 from workflows import WORKFLOWS  # noqa: E402
 
 TARGET_RATIO = 5.0
@@ -117,7 +117,8 @@ async def run_pitstop(
     with DevStack(config).running(timeout=60) as stack:
         client = await connect(Settings(temporal_address=stack.temporal_address, home=stack.home))
         queue = f"bench-ssh-{uuid.uuid4().hex[:8]}"
-        async with build_worker(client, queue, WORKFLOWS, [*ACTIVITIES, *BENCH_ACTIVITIES]):
+        keys = WorkerKeys.load(stack.home)  # the bench stack's own keys
+        async with build_worker(client, queue, WORKFLOWS, [*ACTIVITIES, *BENCH_ACTIVITIES], keys=keys):
             # Warm the engine (workflow sandbox, plan loading) without touching SSH.
             check_report(await _run(client, queue, floor_files), len(servers), "ok")
             rounds: list[list[float]] = []

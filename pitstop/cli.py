@@ -60,10 +60,11 @@ def _register_subcommands() -> None:
     cli_runbook.register(app)
     cli_modules.register(app)
     cli_run.register(app)
-    from pitstop import cli_codec, cli_dev, cli_schedules, cli_sim, cli_slack
+    from pitstop import cli_codec, cli_dev, cli_keys, cli_schedules, cli_sim, cli_slack
 
     app.add_typer(cli_dev.dev_app, name="dev")
     app.add_typer(cli_codec.codec_app, name="codec")
+    app.add_typer(cli_keys.keys_app, name="keys")
     app.add_typer(cli_sim.sim_app, name="sim")
     app.add_typer(cli_slack.slack_app, name="slack")
     app.add_typer(cli_schedules.schedules_app, name="schedules")

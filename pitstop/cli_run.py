@@ -4,7 +4,12 @@ Approver identity on the command line is *asserted*, not authenticated: `--as NA
 (default: the OS user running the command) is the name the gate checks against its
 approvers. Who may send Updates to a namespace at all is Temporal's authorization
 (mTLS/API keys per namespace); approvals that need a verified identity come from Slack,
-whose requests are signed.
+whose clicks the bridge signs with the vote key.
+
+A CLI that holds the vote key (PITSTOP_VOTE_KEY[_FILE], or the embedded stack's
+`.pitstop/keys/vote.key` on a development machine) signs its votes and start requests with
+it, vouching for `--as` (source `cli:<name>`): whoever holds that key can vouch for anyone,
+so in production only the Slack bridge and the workers hold it and CLI votes are unverified.
 """
 
 from __future__ import annotations
@@ -32,6 +37,7 @@ from temporalio.service import RPCError
 
 from pitstop.bundle import BundleError, collect
 from pitstop.contracts import Decision, RunReport, RunRequest, RunStatus, VoteRecord
+from pitstop.keys import KeyConfigError, KeyRing, load_key
 from pitstop.settings import Settings
 from pitstop.views import report_view, status_view, ui_link
 
@@ -83,6 +89,15 @@ def _parse_vars(pairs: list[str]) -> dict[str, Any]:
         except json.JSONDecodeError:
             out[key.strip()] = value
     return out
+
+
+def _vote_key(settings: Settings) -> KeyRing | None:
+    """The vote key, when this machine holds one (a configured but unusable key is an error)."""
+    try:
+        return load_key("vote", home=settings.home)
+    except KeyConfigError as exc:
+        _fail(str(exc))
+        raise
 
 
 def _split(values: list[str]) -> list[str]:
@@ -172,6 +187,11 @@ def run(
         if plan is not None:
             req = await _with_plan(client, req, plan)
         wid = run_id or f"{Path(req.runbook).stem}-{time.strftime('%Y%m%d-%H%M%S')}-{uuid.uuid4().hex[:6]}"
+        vote_key = _vote_key(settings)
+        if vote_key is not None:
+            from pitstop.proofs import sign_request
+
+            req = sign_request(vote_key, req, run=wid, subject=f"cli:{req.requested_by}")
         handle = await client.start_workflow(
             "RunbookWorkflow", req, id=wid, task_queue=settings.task_queue, result_type=RunReport
         )
@@ -291,17 +311,32 @@ async def _finished_report(handle: WorkflowHandle[Any, RunReport]) -> RunReport 
 
 def _decide(run_id: str, approve: bool, gate: str | None, comment: str, as_user: str | None) -> None:
     settings = Settings.from_env()
-    decision = Decision(
-        gate=gate, approve=approve, approver=as_user or getpass.getuser(), comment=comment, source="cli"
-    )
+    approver = as_user or getpass.getuser()
+    decision = Decision(gate=gate, approve=approve, approver=approver, comment=comment, source="cli")
+    vote_key = _vote_key(settings)
+    click = f"cli-{uuid.uuid4().hex}"
 
     async def go() -> None:
         client = await _client(settings)
         handle = client.get_workflow_handle(run_id)
-        try:
-            vote = await handle.execute_update(
-                "decide", decision, id=f"cli-{uuid.uuid4().hex}", result_type=VoteRecord
+        vote_for = decision
+        if vote_key is not None:
+            from pitstop.proofs import signed_decision
+
+            # A signature names its gate: the one open gate when none is given.
+            gate_id = gate or await _only_open_gate(handle)
+            vote_for = signed_decision(
+                vote_key,
+                run=run_id,
+                gate=gate_id,
+                approve=approve,
+                approver=approver,
+                subject=f"cli:{approver}",
+                click=click,
+                comment=comment,
             )
+        try:
+            vote = await handle.execute_update("decide", vote_for, id=click, result_type=VoteRecord)
         except WorkflowUpdateFailedError as exc:
             cause = exc.cause
             _fail(f"vote refused: {getattr(cause, 'message', None) or cause or exc}")
@@ -310,11 +345,29 @@ def _decide(run_id: str, approve: bool, gate: str | None, comment: str, as_user:
             _fail(f"vote refused: {exc.message}")
             return
         verb = "approved" if approve else "rejected"
+        how = (
+            f"verified as {vote.source}"
+            if vote.verified
+            else "unverified: this machine holds no vote key, so the name is a claim"
+        )
         console.print(
-            f"{decision.approver} {verb} {gate or 'the open gate'} of {run_id} (recorded {vote.at:%H:%M:%S})"
+            f"{approver} {verb} {gate or 'the open gate'} of {run_id} (recorded {vote.at:%H:%M:%S}; {how})"
         )
 
     _run(go)
+
+
+async def _only_open_gate(handle: WorkflowHandle[Any, Any]) -> str:
+    try:
+        status = await handle.query("status", result_type=RunStatus)
+    except RPCError as exc:
+        _fail(f"cannot read the gates of {handle.id!r}: {exc.message}")
+        raise
+    open_ids: list[str] = sorted(g.rule.gate_id for g in status.gates if g.status == "open")
+    if len(open_ids) != 1:
+        said = f"several gates are open ({', '.join(open_ids)})" if open_ids else "no gate is open"
+        _fail(f"vote refused: {said} in {handle.id}; name one with --gate")
+    return open_ids[0]
 
 
 def approve(

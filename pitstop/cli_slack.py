@@ -29,6 +29,7 @@ def serve(
 ) -> None:
     """Serve Slack interactivity: verify each click, map the user, send the vote to the run."""
     from pitstop.client import PitstopConnectionError, connect
+    from pitstop.keys import KeyConfigError, require_key
     from pitstop.settings import Settings
     from pitstop.slack.config import SlackConfigError, SlackSettings
     from pitstop.slack.identity import ApproverMapError
@@ -40,14 +41,16 @@ def serve(
     try:
         slack = SlackSettings.from_env()
         slack.require_bridge(socket_mode=socket_mode)
-    except SlackConfigError as exc:
+        # The bridge signs every vote it forwards: without the vote key, none would be verified.
+        vote_key = require_key("vote", home=Settings.from_env().home)
+    except (SlackConfigError, KeyConfigError) as exc:
         typer.echo(f"pitstop slack serve: {exc}", err=True)
         raise typer.Exit(2) from None
     setup_tracing("pitstop-slack-bridge")
 
     async def go() -> None:
         temporal = await connect(Settings.from_env())
-        await serve_bridge(slack, temporal, host, port, socket_mode)
+        await serve_bridge(slack, temporal, host, port, socket_mode, vote_key)
 
     try:
         asyncio.run(go())

@@ -13,9 +13,10 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from pitstop.approvals import Decision, GateRule, GateState, VoteRecord
+from pitstop.approvals import Decision, GateRule, GateState, Requester, RequesterProof, VoteProof, VoteRecord
 from pitstop.runbook.inventory import ClusterConfig
 from pitstop.runbook.models import Runbook, Task
+from pitstop.signing import digest
 from pitstop.slack.contracts import SlackRunState
 
 __all__ = [
@@ -23,8 +24,10 @@ __all__ = [
     "GateClosed",
     "GateRule",
     "GateState",
+    "HostCommand",
     "HostGateRequest",
     "HostInput",
+    "HostNotice",
     "HostResult",
     "ModuleCall",
     "ModuleExec",
@@ -32,6 +35,8 @@ __all__ = [
     "Plan",
     "PlanHashes",
     "PlannedStage",
+    "Requester",
+    "RequesterProof",
     "RunOnceClaim",
     "RunOnceReply",
     "RunProgress",
@@ -42,7 +47,9 @@ __all__ = [
     "StageReport",
     "StageStatus",
     "TaskOutcome",
+    "VoteProof",
     "VoteRecord",
+    "request_digest",
 ]
 
 # Output kept in workflow history is bounded; larger logs belong in an artifact store.
@@ -85,7 +92,19 @@ class RunRequest(BaseModel):
     # Bounds one execution's history: after this many host launches the run continues as
     # new (between launches, with no host in flight), carrying its state in `state`.
     max_launches_per_execution: int = Field(default=400, ge=1)
+    # Set by a holder of the vote key (the CLI next to the embedded stack, the demo): who asked.
+    requester_proof: RequesterProof | None = Field(
+        default=None, description="Signed requester (vote key); without it `requested_by` is a claim."
+    )
+    # Internal: only a run continuing as new sets these, signed with the worker key; a start
+    # request that carries them is refused before anything runs.
     state: RunProgress | None = Field(default=None, description="Internal: carried across continue-as-new.")
+    state_signature: str = Field(default="", description="Internal: the worker's signature of `state`.")
+
+
+def request_digest(request: RunRequest) -> str:
+    """What a requester proof signs: the request, without the proof and the internal state."""
+    return digest(request.model_dump(mode="json", exclude={"requester_proof", "state", "state_signature"}))
 
 
 class PlanHashes(BaseModel):
@@ -240,6 +259,9 @@ class HostInput(BaseModel):
     skip_tags: list[str] = Field(default_factory=list)
     approvers: dict[str, list[str]] = Field(default_factory=dict)
     requested_by: str = "unknown"
+    # The parent's signature (worker key) of everything above, for this child and parent
+    # execution: a host workflow started any other way refuses to run.
+    signature: str = ""
 
 
 FACTS_LIMIT_BYTES = 64 * 1024
@@ -307,6 +329,7 @@ class RunStatus(BaseModel):
     requested_by: str
     check_mode: bool
     status: RunState
+    requester: Requester | None = None
     current_stage: str | None = None
     paused: bool = False
     stages: list[StageStatus] = Field(default_factory=list)
@@ -335,6 +358,7 @@ class RunReport(BaseModel):
     requested_by: str
     check_mode: bool
     status: RunState
+    requester: Requester | None = None
     started_at: datetime
     ended_at: datetime
     cluster: str | None = None
@@ -348,18 +372,26 @@ class RunReport(BaseModel):
     notices: list[str] = Field(default_factory=list)
 
 
+# Messages between a run and its host workflows. Each carries the sender's signature (worker
+# key, see workflows/trust.py) over its other fields, the signal's name, the sender and
+# receiver workflow ids and the receiving execution's run id; a message without a valid one
+# changes nothing and is reported in the run's notices.
+
+
 class HostGateRequest(BaseModel):
     """A host reached a `gate:` task; the parent opens the gate and answers with GateClosed."""
 
     gate_id: str
     template: str
     host: str
+    signature: str = ""
 
 
 class GateClosed(BaseModel):
     gate_id: str
     approved: bool
     reason: str
+    signature: str = ""
 
 
 class RunOnceClaim(BaseModel):
@@ -367,12 +399,32 @@ class RunOnceClaim(BaseModel):
 
     task_id: str
     host: str
+    signature: str = ""
 
 
 class RunOnceReply(BaseModel):
     task_id: str
     owner: str
     result: ModuleResult | None = None
+    signature: str = ""
+
+
+class HostCommand(BaseModel):
+    """Pause, resume or abort, from the run to one host. `seq` grows with every command the run
+    sends that host, so a command seen in history cannot be sent again to undo a later one."""
+
+    command: Literal["pause", "resume", "abort"]
+    reason: str = ""
+    seq: int
+    signature: str = ""
+
+
+class HostNotice(BaseModel):
+    """A host tells the run something for its notices (a message it refused)."""
+
+    host: str
+    text: str
+    signature: str = ""
 
 
 StagePhase = Literal["gate_before", "hosts", "observe", "gate_after", "done"]
@@ -409,6 +461,8 @@ class RunProgress(BaseModel):
     # across plays), and the documents tasks left behind.
     host_facts: dict[str, dict[str, Any]] = Field(default_factory=dict)
     artifacts: list[Artifact] = Field(default_factory=list)
+    # Who asked for the run, as verified when it started (or not).
+    requester: Requester | None = None
 
 
 RunRequest.model_rebuild()

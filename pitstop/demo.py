@@ -2,9 +2,11 @@
 maintenance runbook end to end (see `pitstop/demo_maintenance.py`).
 
 Gates are answered by a demo approver through the same `decide` Update path that the CLI,
-Slack and the Temporal UI use (`--interactive` leaves them to a person instead). The stack
-stays up afterwards so the run can be browsed in the Temporal UI; `pitstop dev down`
-stops it.
+Slack and the Temporal UI use (`--interactive` leaves them to a person instead). The demo runs
+next to the embedded stack, which holds the vote key (`.pitstop/keys/vote.key`): it signs its
+start request and its votes with it as the Slack bridge would (subject `demo:<name>`), so its
+votes are verified and count on gates with `require_verified`. The stack stays up afterwards
+so the run can be browsed in the Temporal UI; `pitstop dev down` stops it.
 """
 
 from __future__ import annotations
@@ -25,11 +27,35 @@ from temporalio.client import Client, WorkflowHandle, WorkflowUpdateFailedError
 from pitstop.bundle import collect
 from pitstop.contracts import Decision, RunReport, RunRequest, RunStatus
 from pitstop.devstack import DevStack, StackConfig
+from pitstop.keys import KeyRing
+from pitstop.proofs import sign_request, signed_decision
 from pitstop.settings import Settings
 from pitstop.views import report_view, status_view, styled, ui_link
 
 
-async def answer_gates(handle: WorkflowHandle[object, RunReport], approver: str, console: Console) -> None:
+def demo_vote(vote_key: KeyRing | None, run_id: str, gate_id: str, approver: str) -> Decision:
+    """The demo approver's vote: signed as the Slack bridge signs (when the vote key is here)."""
+    comment = "approved by the demo approver"
+    if vote_key is None:
+        return Decision(gate=gate_id, approve=True, approver=approver, comment=comment, source="demo")
+    return signed_decision(
+        vote_key,
+        run=run_id,
+        gate=gate_id,
+        approve=True,
+        approver=approver,
+        subject=f"demo:{approver}",
+        click=f"demo-{run_id}-{gate_id}",
+        comment=comment,
+    )
+
+
+async def answer_gates(
+    handle: WorkflowHandle[object, RunReport],
+    approver: str,
+    console: Console,
+    vote_key: KeyRing | None = None,
+) -> None:
     """Approve every open gate once, as `approver`, through the `decide` Update."""
     answered: set[str] = set()
     while True:
@@ -41,15 +67,7 @@ async def answer_gates(handle: WorkflowHandle[object, RunReport], approver: str,
             answered.add(gate_id)
             try:
                 await handle.execute_update(
-                    "decide",
-                    Decision(
-                        gate=gate_id,
-                        approve=True,
-                        approver=approver,
-                        comment="approved by the demo approver",
-                        source="demo",
-                    ),
-                    id=f"demo-{gate_id}",
+                    "decide", demo_vote(vote_key, handle.id, gate_id, approver), id=f"demo-{gate_id}"
                 )
                 console.print(f"[green]demo approver {approver} approved {gate_id}[/green]")
             except WorkflowUpdateFailedError as exc:
@@ -72,7 +90,7 @@ async def run_demo(
     from pitstop import demo_maintenance as dm
     from pitstop.client import connect, encryption_summary
     from pitstop.runbook import load_runbook
-    from worker import build_worker
+    from worker import WorkerKeys, build_worker
 
     # Reboots cut SSH connections on purpose; paramiko would log each as an error.
     logging.getLogger("paramiko").setLevel(logging.CRITICAL)
@@ -114,7 +132,10 @@ async def run_demo(
             requested_by="demo-requester",
         )
         run_id = f"demo-{time.strftime('%Y%m%d-%H%M%S')}"
-        async with build_worker(client, task_queue):
+        keys = WorkerKeys.load(stack.home)
+        if keys.vote is not None:
+            request = sign_request(keys.vote, request, run=run_id, subject="demo:demo-requester")
+        async with build_worker(client, task_queue, keys=keys):
             handle = await client.start_workflow(
                 "RunbookWorkflow", request, id=run_id, task_queue=task_queue, result_type=RunReport
             )
@@ -126,7 +147,7 @@ async def run_demo(
                     f"gates wait for you: `pitstop approve {run_id} --as <approver>` or the Temporal UI"
                 )
             else:
-                voter = asyncio.ensure_future(answer_gates(handle, approver, console))
+                voter = asyncio.ensure_future(answer_gates(handle, approver, console, keys.vote))
             result = asyncio.ensure_future(handle.result())
             with Live(console=console, refresh_per_second=4, transient=True) as live:
                 while not result.done():

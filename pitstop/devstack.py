@@ -5,7 +5,9 @@ Each part runs as a detached process (its own session) with a pid file under `<h
 and a log under `<home>/logs/`, so `pitstop dev up` can return and a later
 `pitstop dev down`, from another process, can stop everything. Temporal keeps its state in
 `<home>/temporal.sqlite` and etcd in `<home>/etcd/`, so history survives a restart; moto
-keeps S3 in memory (buckets are gone after `down`).
+keeps S3 in memory (buckets are gone after `down`). `up` also writes the worker key and the
+vote key under `<home>/keys/` (0600) when missing, so that the worker, the Slack bridge, the
+CLI and the demo on this machine share them without set-up (see `pitstop/keys.py`).
 
 Payload encryption: the key file `<home>/codec.keys` is the switch. `up` with `codec=True`
 writes it (once; it is never replaced, history encrypted with it needs it), and from then on
@@ -53,6 +55,7 @@ from pitstop.codec_keys import (
     resolve_keyring,
     write_key_file,
 )
+from pitstop.keys import ensure_home_keys
 
 PartName = Literal["temporal", "s3", "etcd", "codec"]
 # The parts `up` starts by default; "codec" joins them when payload encryption is on.
@@ -676,6 +679,8 @@ class DevStack:
         A no-op for parts already running. On any failure, every process this call started
         is stopped again before the error is raised.
         """
+        # The keys workers, the Slack bridge, the CLI and the demo share on this machine.
+        ensure_home_keys(self.home)
         missing = tuple(p for p in self.parts if self.running_pid(p) is None)
         if missing:
             if self.config.codec:

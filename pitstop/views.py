@@ -7,7 +7,7 @@ from rich.console import Group
 from rich.table import Table
 from rich.text import Text
 
-from pitstop.contracts import GateState, RunReport, RunStatus
+from pitstop.contracts import GateState, Requester, RunReport, RunStatus, VoteRecord
 
 _STYLE = {
     "ok": "green",
@@ -37,12 +37,19 @@ def ui_link(ui_url: str, namespace: str, workflow_id: str) -> str:
     return f"{ui_url.rstrip('/')}/namespaces/{namespace}/workflows/{workflow_id}"
 
 
+def requester_said(requested_by: str, requester: Requester | None) -> str:
+    """`alice (verified: cli:alice)` or `alice (unverified)`: what the run knows of who asked."""
+    if requester is not None and requester.verified:
+        return f"{requester.name} (verified: {requester.subject})"
+    return f"{requested_by} (unverified)"
+
+
 def status_view(status: RunStatus) -> Group:
     head = Text.assemble(
         (status.runbook, "bold"),
         "  ",
         styled(status.status),
-        f"  run {status.run_id}  requested by {status.requested_by}",
+        f"  run {status.run_id}  requested by {requester_said(status.requested_by, status.requester)}",
         "  (check mode)" if status.check_mode else "",
     )
     stages = Table(title="stages", title_justify="left")
@@ -75,11 +82,21 @@ def gates_table(gates: list[GateState]) -> Table:
     table.add_column("votes")
     table.add_column("refused")
     for gate in gates:
-        votes = ", ".join(f"{v.approver} {'+' if v.approve else '-'}" for v in gate.votes)
+        votes = ", ".join(f"{v.approver} {'+' if v.approve else '-'} ({_by(v)})" for v in gate.votes)
         refused = "; ".join(f"{v.approver}: {v.reason}" for v in gate.refused[-3:])
-        status = gate.status if gate.status != "open" else f"open (needs {gate.rule.quorum})"
+        status = gate.status if gate.status != "open" else f"open (needs {gate.quorum})"
+        if gate.rule.require_verified:
+            status += ", verified votes only"
+        if gate.note and gate.status == "open":
+            status += f"; {gate.note}"
         table.add_row(gate.rule.gate_id, styled(status), str(gate.approvals), votes, refused)
     return table
+
+
+def _by(vote: VoteRecord) -> str:
+    if vote.verified:
+        return vote.source
+    return f"unverified, claims {vote.claimed_source}" if vote.claimed_source else "unverified"
 
 
 def report_view(report: RunReport) -> Group:
@@ -87,7 +104,7 @@ def report_view(report: RunReport) -> Group:
         (report.runbook, "bold"),
         "  ",
         styled(report.status),
-        f"  run {report.run_id}",
+        f"  run {report.run_id}  requested by {requester_said(report.requested_by, report.requester)}",
         f"  {int((report.ended_at - report.started_at).total_seconds())}s",
     )
     hosts = Table(title="hosts", title_justify="left")

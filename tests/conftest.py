@@ -46,6 +46,28 @@ def worker_site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TestSite]:
                 os.environ[name] = value
 
 
+@pytest.fixture(scope="session", autouse=True)
+def pitstop_keys() -> Iterator[dict[str, str]]:
+    """A worker key and a vote key for the session, in the environment every worker, bridge
+    and CLI of the tests reads (subprocesses inherit it). Tests that prove a key never reaches
+    history read them from here."""
+    from pitstop.keys import new_key_text
+
+    keys = {"PITSTOP_WORKER_KEY": new_key_text(), "PITSTOP_VOTE_KEY": new_key_text()}
+    saved = {
+        name: os.environ.get(name) for name in [*keys, "PITSTOP_WORKER_KEY_FILE", "PITSTOP_VOTE_KEY_FILE"]
+    }
+    for name in saved:
+        os.environ.pop(name, None)
+    os.environ.update(keys)
+    yield keys
+    for name, value in saved.items():
+        if value is None:
+            os.environ.pop(name, None)
+        else:
+            os.environ[name] = value
+
+
 @pytest.fixture
 def worker_policy(worker_site: TestSite) -> Iterator[PolicyLayer]:
     """What this test adds to the worker policy (grants, endpoints, directories), removed after."""

@@ -6,6 +6,11 @@ Reads like an Ansible play for a single host: tasks in order, `block/rescue/alwa
 set_fact, assert, fail, pause) are evaluated here; every other module is an activity on
 the cluster's task queue. Per-host gates and `run_once` are coordinated through the
 parent RunbookWorkflow, which owns every gate and every run-once result of the run.
+
+Only the run may start a host or talk to it: the input and every message in both directions
+carry the sender's signature (worker key, `workflows/trust.py`). A host started by anyone
+else refuses to run; a message without a valid signature changes nothing and is reported to
+the run, which lists it in its notices.
 """
 
 from __future__ import annotations
@@ -17,17 +22,23 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
+from pydantic import BaseModel, ValidationError
 from temporalio import workflow
 from temporalio.common import RetryPolicy
 from temporalio.exceptions import ActivityError, ApplicationError, FailureError
+from temporalio.workflow import HandlerUnfinishedPolicy
+
+from workflows import trust
 
 with workflow.unsafe.imports_passed_through():
     from pitstop.contracts import (
         FACTS_LIMIT_BYTES,
         Artifact,
         GateClosed,
+        HostCommand,
         HostGateRequest,
         HostInput,
+        HostNotice,
         HostResult,
         ModuleCall,
         ModuleExec,
@@ -51,6 +62,18 @@ SKIPPED_BY_CONDITION: dict[str, Any] = {
     "msg": "condition false",
     "skip_reason": "Conditional result was False",
 }
+# Refused messages a host reports to the run (more would only let a flood grow the history).
+MAX_REPORTED_REFUSALS = 10
+NOT_SIGNED = (
+    "its signature does not verify: it was not sent by this host's run (or the workers of this "
+    "task queue do not share one worker key, PITSTOP_WORKER_KEY)"
+)
+INPUT_REFUSED = (
+    "refused to run: this host workflow's input is not signed by a pitstop run for it (a host "
+    "workflow is started only by its RunbookWorkflow; if it was, the workers of this task queue "
+    "do not share one worker key, PITSTOP_WORKER_KEY); nothing ran"
+)
+_ABANDON = HandlerUnfinishedPolicy.ABANDON
 
 
 @dataclass
@@ -108,36 +131,118 @@ class HostWorkflow:
         self.gate_results: dict[str, GateClosed] = {}
         self.run_once: dict[str, RunOnceReply] = {}
         self.current_task: str | None = None
+        # Whether the input's signature checked out (None until run() has checked it).
+        self.input_ok: bool | None = None
+        self.command_seq = 0
+        # Commands still being checked: no new task starts meanwhile, so that a pause that
+        # arrives with a task's result holds the next task, as an unchecked one would.
+        self.commands_checking = 0
+        self.refusals = 0
 
-    # --- messages from the parent -------------------------------------------------------
-    @workflow.signal
-    def pause(self) -> None:
-        self.paused = True
+    # --- messages from the parent (each verified before it changes anything) ----------------
+    @workflow.signal(unfinished_policy=_ABANDON)
+    async def pause(self, command: Any = None) -> None:
+        if await self._command("pause", command) is not None:
+            self.paused = True
 
-    @workflow.signal
-    def resume(self) -> None:
-        self.paused = False
+    @workflow.signal(unfinished_policy=_ABANDON)
+    async def resume(self, command: Any = None) -> None:
+        if await self._command("resume", command) is not None:
+            self.paused = False
 
-    @workflow.signal
-    def abort(self, reason: str) -> None:
-        self.abort_reason = reason or "aborted"
+    @workflow.signal(unfinished_policy=_ABANDON)
+    async def abort(self, command: Any = None) -> None:
+        accepted = await self._command("abort", command)
+        if accepted is not None:
+            self.abort_reason = accepted.reason or "aborted"
 
-    @workflow.signal
-    def gate_closed(self, closed: GateClosed) -> None:
-        self.gate_results[closed.gate_id] = closed
+    @workflow.signal(unfinished_policy=_ABANDON)
+    async def gate_closed(self, closed: GateClosed) -> None:
+        if await self._from_parent("gate_closed", closed):
+            # The first answer for a gate stands: an answer seen in history cannot be sent again.
+            self.gate_results.setdefault(closed.gate_id, closed)
 
-    @workflow.signal
-    def run_once_reply(self, reply: RunOnceReply) -> None:
-        self.run_once[reply.task_id] = reply
+    @workflow.signal(unfinished_policy=_ABANDON)
+    async def run_once_reply(self, reply: RunOnceReply) -> None:
+        if not await self._from_parent("run_once_reply", reply):
+            return
+        known = self.run_once.get(reply.task_id)
+        # Only forward: an owner first, then its result; an older reply never undoes a newer one.
+        if known is None or (
+            known.result is None and reply.result is not None and reply.owner == known.owner
+        ):
+            self.run_once[reply.task_id] = reply
 
     @workflow.query
     def current(self) -> str | None:
         return self.current_task
 
+    async def _command(self, kind: str, raw: Any) -> HostCommand | None:
+        try:
+            command = HostCommand.model_validate(raw)
+        except ValidationError:
+            await self._refuse(kind, "it is not a command signed by this host's run")
+            return None
+        if command.command != kind:
+            await self._refuse(kind, f"it carries a {command.command!r} command")
+            return None
+        parent = workflow.info().parent
+        self.commands_checking += 1
+        try:
+            signed = parent is not None and await trust.verify_message(kind, command, parent.workflow_id)
+        finally:
+            self.commands_checking -= 1
+        if not signed:
+            await self._refuse(kind, NOT_SIGNED)
+            return None
+        if command.seq <= self.command_seq:
+            await self._refuse(kind, f"it is an old command (number {command.seq}) sent again")
+            return None
+        self.command_seq = command.seq
+        return command
+
+    async def _from_parent(self, kind: str, message: BaseModel) -> bool:
+        parent = workflow.info().parent
+        if parent is not None and await trust.verify_message(kind, message, parent.workflow_id):
+            return True
+        await self._refuse(kind, NOT_SIGNED)
+        return False
+
+    async def _refuse(self, kind: str, why: str) -> None:
+        """A message changed nothing: log it, and tell the run (the first few times)."""
+        self.refusals += 1
+        workflow.logger.warning("refused a %s signal: %s", kind, why)
+        await workflow.wait_condition(lambda: self.input_ok is not None)
+        if not self.input_ok or self.refusals > MAX_REPORTED_REFUSALS:
+            return
+        text = f"host {self.inp.host}: refused a {kind!r} signal: {why}; nothing changed"
+        if self.refusals == MAX_REPORTED_REFUSALS:
+            text += " (further refusals on this host are not reported)"
+        try:
+            await self._to_parent("host_notice", HostNotice(host=self.inp.host, text=text))
+        except Exception as exc:  # the run may have ended: the host's own log keeps the refusal
+            workflow.logger.info("could not tell the run about a refused %s signal: %s", kind, exc)
+
+    async def _to_parent(self, kind: str, message: BaseModel) -> None:
+        parent = workflow.info().parent
+        assert parent is not None
+        signed = await trust.sign_message(kind, message, parent.workflow_id, parent.run_id)
+        await workflow.get_external_workflow_handle(parent.workflow_id).signal(kind, signed)
+
     # --- the play ---------------------------------------------------------------------
     @workflow.run
     async def run(self, inp: HostInput) -> HostResult:
         started = workflow.now()
+        self.input_ok = await trust.verify_host_input(inp)
+        if not self.input_ok:
+            return HostResult(
+                host=inp.host,
+                stage=inp.stage,
+                status="failed",
+                msg=INPUT_REFUSED,
+                started_at=started,
+                ended_at=workflow.now(),
+            )
         state = _HostRun(vars=dict(inp.vars))
         flow = await self._run_list(inp.tasks, state, _Scope())
         if not flow.failed and not flow.aborted and state.notified:
@@ -170,7 +275,9 @@ class HostWorkflow:
     async def _run_list(self, tasks: list[Task], state: _HostRun, scope: _Scope) -> _Flow:
         for task in tasks:
             # Pause holds the host between tasks; the task in progress finishes first.
-            await workflow.wait_condition(lambda: not self.paused or self.abort_reason is not None)
+            await workflow.wait_condition(
+                lambda: (not self.paused and not self.commands_checking) or self.abort_reason is not None
+            )
             if self.abort_reason is not None:
                 return _Flow(aborted=True, msg=self.abort_reason)
             flow = await self._run_task(task, state, scope)
@@ -259,9 +366,8 @@ class HostWorkflow:
         assert task.gate is not None
         template = task.gate.name or task.task_id
         gate_id = f"{template}@{self.inp.host}"
-        parent = workflow.get_external_workflow_handle(self.inp.run_workflow_id)
         if gate_id not in self.gate_results:
-            await parent.signal(
+            await self._to_parent(
                 "host_gate", HostGateRequest(gate_id=gate_id, template=template, host=self.inp.host)
             )
         await workflow.wait_condition(lambda: gate_id in self.gate_results or self.abort_reason is not None)
@@ -320,18 +426,16 @@ class HostWorkflow:
     async def _run_once(
         self, task: Task, state: _HostRun, task_vars: dict[str, Any], started: datetime
     ) -> _Flow:
-        parent = workflow.get_external_workflow_handle(self.inp.run_workflow_id)
         if task.task_id not in self.run_once:
-            await parent.signal("run_once_claim", RunOnceClaim(task_id=task.task_id, host=self.inp.host))
+            await self._to_parent("run_once_claim", RunOnceClaim(task_id=task.task_id, host=self.inp.host))
         await workflow.wait_condition(lambda: task.task_id in self.run_once or self.abort_reason is not None)
         if self.abort_reason is not None:
             return _Flow(aborted=True, msg=self.abort_reason)
         reply = self.run_once[task.task_id]
         if reply.owner == self.inp.host and reply.result is None:
             result, attempts = await self._attempts(task, state, task_vars, None)
-            await parent.signal(
-                "run_once_done",
-                RunOnceReply(task_id=task.task_id, owner=self.inp.host, result=result),
+            await self._to_parent(
+                "run_once_done", RunOnceReply(task_id=task.task_id, owner=self.inp.host, result=result)
             )
             return self._finish(task, state, result, attempts, started)
         # Wait for the owner's result; every host then carries it, as in Ansible.

@@ -7,6 +7,11 @@ trigger stops new launches, lets in-flight hosts finish, and runs the compensati
 reverse order (this stage, earlier stages, then the run-level `rollback`).
 
 All state lives in one `RunProgress` model, so continuing as new is one call.
+
+What a client may not decide: `state` (only a continuation of this run, signed by the
+execution it continues, carries it), the messages of the run's hosts (signed by them, see
+`workflows/trust.py`), and who a voter or the requester is (only a proof signed with the
+vote key makes them verified; see `workflows/gates.py`).
 """
 
 from __future__ import annotations
@@ -21,17 +26,23 @@ from typing import Any, Literal
 from temporalio import workflow
 from temporalio.common import RetryPolicy, SearchAttributeKey, SearchAttributeUpdate
 from temporalio.exceptions import ActivityError, ApplicationError, ChildWorkflowError, FailureError
+from temporalio.workflow import HandlerUnfinishedPolicy
+
+from workflows import trust
 
 with workflow.unsafe.imports_passed_through():
     from pitstop.contracts import (
         Decision,
         GateClosed,
         GateState,
+        HostCommand,
         HostGateRequest,
         HostInput,
+        HostNotice,
         HostResult,
         HostState,
         Plan,
+        Requester,
         RunOnceClaim,
         RunOnceReply,
         RunProgress,
@@ -44,11 +55,13 @@ with workflow.unsafe.imports_passed_through():
         StageState,
         StageStatus,
         VoteRecord,
+        request_digest,
     )
     from pitstop.runbook.models import Stage, Task
     from pitstop.runbook.templating import TemplateError, evaluate_bool
+    from pitstop.signing import digest
     from pitstop.slack.blocks import escape
-    from pitstop.slack.contracts import SlackRunState
+    from pitstop.slack.contracts import SlackRunState, add_notice
     from workflows import gates as gate_rules
     from workflows.host import HostWorkflow
     from workflows.notifier import SlackNotifier
@@ -78,6 +91,24 @@ MIN_OBSERVE_INTERVAL_S = 0.05
 # How a stage's host loop ended: every eligible host finished, a stop was requested or
 # triggered, or nothing can start although hosts remain (their domains are unavailable).
 DriveOutcome = Literal["done", "stopped", "stuck"]
+# Whether the state a start request carries was checked: "none" (a fresh start), "pending",
+# "ok" (a continuation of this run), "refused" (the run ends at once).
+StateCheck = Literal["none", "pending", "ok", "refused"]
+
+STATE_FROM_CLIENT = (
+    "refused: this start request carries `state`, which only a run continuing as new may carry "
+    "(it would skip planning and could bring gates already approved); nothing ran. Start the run "
+    "without `state` (and without `state_signature`)"
+)
+STATE_NOT_SIGNED = (
+    "refused: the state this execution continues with is not signed by the execution it continues "
+    "(worker key); nothing ran. If the run really continued as new, the workers of this task queue "
+    "do not share one worker key (PITSTOP_WORKER_KEY)"
+)
+# Signed start requests are good for this long, so that one seen in history cannot start
+# another run later under the same id.
+REQUESTER_PROOF_MAX_AGE = timedelta(minutes=15)
+_ABANDON = HandlerUnfinishedPolicy.ABANDON
 
 
 class _ContinueAsNew(Exception):
@@ -89,17 +120,27 @@ class RunbookWorkflow:
     @workflow.init
     def __init__(self, request: RunRequest) -> None:
         self.request = request
-        self.progress: RunProgress | None = request.state
-        self.run_status: RunState = "planning" if request.state is None else "running"
-        self.paused = request.state.paused if request.state is not None else False
+        # Nothing from `request.state` is trusted before run() has checked its signature: the
+        # validators and queries see no plan and no gates until then.
+        self.progress: RunProgress | None = None
+        self.state_check: StateCheck = (
+            "pending" if request.state is not None or request.state_signature else "none"
+        )
+        self.run_status: RunState = "planning"
+        self.paused = False
+        self.requester = Requester(name=request.requested_by)
+        # Refusals heard before the plan exists (they join the run's notices once it does).
+        self.early_notices: list[str] = []
+        # Commands sent to each host workflow (see HostCommand.seq), and the order they go in.
+        self.command_seq: dict[str, int] = {}
+        self.commands_given = 0
+        self.commands_sent = 0
         self.abort_reason: str | None = None
         self.rollback_request: str | None = None
         # Why the current stage stopped launching (a rollback trigger); open host gates of
         # the stage close with it, so that hosts waiting for a vote do not hold the rollback.
         self.halt_reason: str | None = None
-        self.hosts_to_skip: set[str] = (
-            set(request.state.skip_requests) if request.state is not None else set()
-        )
+        self.hosts_to_skip: set[str] = set()
         # Stage hosts in flight, and the one-off children (observe checks, rollbacks).
         self.children: dict[str, Any] = {}
         self.aux_children: dict[str, Any] = {}
@@ -109,82 +150,111 @@ class RunbookWorkflow:
         # Keeps references to background tasks (child watchers, host gate timers).
         self._background: set[asyncio.Task[None]] = set()
         self._run_once_waiters: dict[str, list[str]] = {}
+        # The workflow id of each host's child, set before it starts (its messages may be
+        # handled before its start is), removed when it ends.
+        self.host_ids: dict[str, str] = {}
         self._indexed: dict[str, str] = {}
         # Set once the plan is known (it decides whether and where the run posts to Slack).
         self.slack: SlackNotifier | None = None
 
     # --- Update, Signals, Query --------------------------------------------------------
-    @workflow.update
-    def decide(self, decision: Decision) -> VoteRecord:
+    @workflow.update(unfinished_policy=_ABANDON)
+    async def decide(self, decision: Decision) -> VoteRecord:
         """Vote on a gate. A refusal is recorded in the run's status and returned as an error."""
-        gate_id, gate, reason = self._judge(decision)
+        vote, reason = await self._vote(decision, repeat_ok=True)
         if reason is not None:
-            if gate is not None:
-                self._gates()[gate_id] = gate_rules.record_refusal(gate, decision, reason, workflow.now())
             raise ApplicationError(reason, type="VoteRefused", non_retryable=True)
-        assert gate is not None
-        updated = gate_rules.apply_vote(gate, decision, workflow.now())
-        self._gates()[gate_id] = updated
-        self._details()
-        return updated.votes[-1]
+        assert vote is not None
+        return vote
 
     @decide.validator
     def _validate_decide(self, decision: Decision) -> None:
         # Requests that would add nothing to the audit trail are rejected before they reach
         # history: votes for gates that do not exist, and the same refused vote repeated.
-        _, gate, reason = self._judge(decision)
+        # Cheap checks only: a signed vote's signature is checked by the handler.
+        if self.state_check == "pending":
+            return  # the handler waits until this execution's state is known
+        check = gate_rules.VoteCheck.of(decision.proof, valid=None) if decision.proof else None
+        _, gate, reason = self._judge(decision, check)
         if reason is None:
             return
         if gate is None or gate_rules.is_repeat_refusal(gate, decision, reason):
             raise ApplicationError(reason, type="VoteRefused", non_retryable=True)
 
-    @workflow.signal(name="decide_signal")
-    def decide_signal(self, decision: Decision) -> None:
+    @workflow.signal(name="decide_signal", unfinished_policy=_ABANDON)
+    async def decide_signal(self, decision: Decision) -> None:
         """Signal twin of `decide` for clients that can only signal; refusals are recorded."""
-        gate_id, gate, reason = self._judge(decision)
+        _, reason = await self._vote(decision, repeat_ok=False)
         if reason is not None:
             workflow.logger.warning("vote refused: %s", reason)
-            if gate is not None and not gate_rules.is_repeat_refusal(gate, decision, reason):
-                self._gates()[gate_id] = gate_rules.record_refusal(gate, decision, reason, workflow.now())
-            return
+
+    async def _vote(self, decision: Decision, repeat_ok: bool) -> tuple[VoteRecord | None, str | None]:
+        """Judge a vote, check its signature when it has one, and count or refuse it."""
+        if self.state_check == "pending":
+            await workflow.wait_condition(lambda: self.state_check != "pending")
+        check = gate_rules.VoteCheck.unsigned()
+        problem: str | None = None
+        if decision.proof is not None:
+            # The proof's cheap checks first; its signature (a local activity) only when they
+            # pass, also for a vote the gate's rules refuse: the audit trail then says who it was.
+            check = gate_rules.VoteCheck(verified=False)
+            if self._proof_checkable(decision):
+                verdict = await trust.check_vote(decision.proof)
+                check = gate_rules.VoteCheck.of(decision.proof, valid=verdict.valid)
+                if not verdict.valid:
+                    problem = f"the vote's signature was not accepted: {verdict.reason}; nothing was counted"
+        # Judged as the gate is now: other votes may have counted while the signature was checked.
+        gate_id, gate, reason = self._judge(decision, check)
+        if problem is not None and gate is not None:
+            reason = problem
+        if reason is not None:
+            if gate is not None and (repeat_ok or not gate_rules.is_repeat_refusal(gate, decision, reason)):
+                self._gates()[gate_id] = gate_rules.record_refusal(
+                    gate, decision, reason, workflow.now(), check
+                )
+            return None, reason
         assert gate is not None
-        self._gates()[gate_id] = gate_rules.apply_vote(gate, decision, workflow.now())
+        updated = gate_rules.apply_vote(gate, decision, workflow.now(), check)
+        self._gates()[gate_id] = updated
         self._details()
+        return updated.votes[-1], None
 
     @workflow.signal
     async def pause(self) -> None:
         self.paused = True
         self._upsert()
         self._details()
-        await self._tell_children("pause")
+        await self._command_hosts("pause")
 
     @workflow.signal
     async def resume(self) -> None:
         self.paused = False
         self._upsert()
         self._details()
-        await self._tell_children("resume")
+        await self._command_hosts("resume")
 
     @workflow.signal
     async def abort(self, reason: str) -> None:
         self.abort_reason = reason or "aborted by operator"
-        await self._tell_children("abort", self.abort_reason)
+        await self._command_hosts("abort", self.abort_reason)
 
     @workflow.signal
     async def skip_host(self, host: str) -> None:
         self.hosts_to_skip.add(host)
         if host in self.children:
-            await self._signal(self.children[host], "abort", "skipped by operator")
+            await self._command_hosts("abort", "skipped by operator", [self.children[host]])
 
     @workflow.signal
     def rollback(self, reason: str) -> None:
         self.rollback_request = reason or "rollback requested by operator"
 
-    @workflow.signal
+    # --- messages from the run's own hosts (signed: see workflows/trust.py) -----------------
+    @workflow.signal(unfinished_policy=_ABANDON)
     async def host_gate(self, request: HostGateRequest) -> None:
-        if self.progress is None:
+        if not await self._from_host("host_gate", request, request.host):
             return
-        known = self.progress.gates.get(request.gate_id)
+        progress = self._p()
+        known = progress.gates.get(request.gate_id)
         if known is not None:
             # Asked again for a gate already decided: the decision stands.
             if known.status != "open":
@@ -193,15 +263,15 @@ class RunbookWorkflow:
                     request.host, request.gate_id, approved, known.closed_reason or ""
                 )
             return
-        rule = self.progress.plan.gates.get(request.template)
-        if rule is None:
+        rule = progress.plan.gates.get(request.template)
+        if rule is None or request.gate_id != f"{request.template}@{request.host}":
             await self._answer_host_gate(request.host, request.gate_id, False, "is not in the plan")
             return
-        if self.progress.plan.check_mode:
+        if progress.plan.check_mode:
             await self._answer_host_gate(request.host, request.gate_id, True, "skipped in check mode")
             return
         rule = rule.model_copy(update={"gate_id": request.gate_id})
-        self.progress.gates[request.gate_id] = gate_rules.open_gate(rule, workflow.now())
+        progress.gates[request.gate_id] = gate_rules.open_gate(rule, workflow.now(), self._requester())
         self._details()
         # A stage host's gate also closes when the stage stops; a compensation's only on abort.
         stage_host = request.host in self.children
@@ -209,27 +279,70 @@ class RunbookWorkflow:
             asyncio.create_task(self._host_gate_watch(request.host, request.gate_id, stage_host))
         )
 
-    @workflow.signal
+    @workflow.signal(unfinished_policy=_ABANDON)
     async def run_once_claim(self, claim: RunOnceClaim) -> None:
-        assert self.progress is not None
-        known = self.progress.run_once.get(claim.task_id)
+        if not await self._from_host("run_once_claim", claim, claim.host):
+            return
+        progress = self._p()
+        known = progress.run_once.get(claim.task_id)
         if known is None:
             known = RunOnceReply(task_id=claim.task_id, owner=claim.host)
-            self.progress.run_once[claim.task_id] = known
+            progress.run_once[claim.task_id] = known
             self._waiters(claim.task_id).append(claim.host)
-            await self._signal_host(claim.host, "run_once_reply", known)
+            await self._reply_run_once([claim.host], known)
             return
         self._waiters(claim.task_id).append(claim.host)
         if known.result is not None:
-            await self._signal_host(claim.host, "run_once_reply", known)
+            await self._reply_run_once([claim.host], known)
 
-    @workflow.signal
+    @workflow.signal(unfinished_policy=_ABANDON)
     async def run_once_done(self, reply: RunOnceReply) -> None:
-        assert self.progress is not None
-        self.progress.run_once[reply.task_id] = reply
-        for host in self._waiters(reply.task_id):
-            if host != reply.owner:
-                await self._signal_host(host, "run_once_reply", reply)
+        if not await self._from_host("run_once_done", reply, reply.owner):
+            return
+        progress = self._p()
+        known = progress.run_once.get(reply.task_id)
+        # Only the host that owns the task reports its result, and only once.
+        if known is None or known.owner != reply.owner or known.result is not None:
+            self._refused(
+                "run_once_done", f"{reply.owner!r} does not own a pending result of {reply.task_id!r}"
+            )
+            return
+        done = RunOnceReply(task_id=reply.task_id, owner=reply.owner, result=reply.result)
+        progress.run_once[reply.task_id] = done
+        await self._reply_run_once([h for h in self._waiters(reply.task_id) if h != reply.owner], done)
+
+    @workflow.signal(unfinished_policy=_ABANDON)
+    async def host_notice(self, notice: HostNotice) -> None:
+        if await self._from_host("host_notice", notice, notice.host):
+            self._notice(notice.text)
+
+    async def _from_host(
+        self, kind: str, message: HostGateRequest | RunOnceClaim | RunOnceReply | HostNotice, host: str
+    ) -> bool:
+        """Whether `message` comes from the host workflow this run runs for `host`."""
+        child_id = self.host_ids.get(host)
+        if self.progress is None or child_id is None:
+            self._refused(kind, f"this run has no host workflow running for {host[:80]!r}")
+            return False
+        if not await trust.verify_message(kind, message, child_id):
+            self._refused(
+                kind,
+                "its signature does not verify: it was not sent by a host of this run (or the workers "
+                "of this task queue do not share one worker key, PITSTOP_WORKER_KEY)",
+            )
+            return False
+        return True
+
+    def _refused(self, kind: str, why: str) -> None:
+        text = f"refused a {kind!r} signal: {why}; nothing changed"
+        workflow.logger.warning(text)
+        self._notice(text)
+
+    def _notice(self, text: str) -> None:
+        if self.progress is None:
+            self.early_notices = add_notice(self.early_notices, text)
+        else:
+            self.progress.notices = add_notice(self.progress.notices, text)
 
     @workflow.query
     def status(self) -> RunStatus:
@@ -238,6 +351,7 @@ class RunbookWorkflow:
             run_id=workflow.info().workflow_id,
             runbook=progress.plan.runbook.name if progress else self.request.runbook,
             requested_by=self.request.requested_by,
+            requester=self._requester(),
             check_mode=self.request.check_mode,
             status=self._shown_status(),
             current_stage=self._current_stage_name(),
@@ -247,7 +361,7 @@ class RunbookWorkflow:
             rollback_reason=progress.rollback_reason if progress else None,
             plan_hash=progress.plan.hashes.content if progress else None,
             artifacts=list(progress.artifacts) if progress else [],
-            notices=list(progress.notices) if progress else [],
+            notices=list(progress.notices) if progress else list(self.early_notices),
         )
 
     @workflow.query
@@ -258,7 +372,14 @@ class RunbookWorkflow:
     # --- the run -----------------------------------------------------------------------
     @workflow.run
     async def run(self, request: RunRequest) -> RunReport:
-        if self.progress is None:
+        if self.state_check == "pending":
+            refused = await self._continue_from(request)
+            if refused is not None:
+                return self._early_report(refused)
+        else:
+            refused = await self._check_requester(request)
+            if refused is not None:
+                return self._early_report(refused)
             planned = await self._load_plan(request)
             if isinstance(planned, RunReport):
                 return planned
@@ -269,13 +390,14 @@ class RunbookWorkflow:
                 statuses=[
                     StageStatus(name=s.name, hosts={h: "pending" for h in s.hosts}) for s in planned.stages
                 ],
+                requester=self.requester,
                 # What the plan's reviewer must see first (a stage that bypasses PDBs).
-                notices=[w for s in planned.stages for w in s.warnings],
+                notices=[*(w for s in planned.stages for w in s.warnings), *self.early_notices],
             )
-        progress = self.progress
+        progress = self._p()
         self._set_status("running")
         self.slack = SlackNotifier(
-            progress, request.requested_by, lambda: self._current_stage_name() or "run"
+            progress, self._requester_shown(), lambda: self._current_stage_name() or "run"
         )
         await self.slack.start()
         while True:
@@ -285,16 +407,93 @@ class RunbookWorkflow:
             except _ContinueAsNew:
                 # Messages due now go out from this execution; the next one follows on.
                 await self.slack.stop()
-                await workflow.wait_condition(workflow.all_handlers_finished)
-                if self.abort_reason is None and self.rollback_request is None:
-                    progress.executions += 1
-                    progress.paused = self.paused
-                    progress.skip_requests = sorted(self.hosts_to_skip)
-                    workflow.continue_as_new(request.model_copy(update={"state": progress}))
+                carried = await self._signed_state()
+                if carried is not None:
+                    state, signature = carried
+                    workflow.continue_as_new(
+                        request.model_copy(update={"state": state, "state_signature": signature})
+                    )
                 # An abort or rollback arrived while handlers finished: this execution
                 # handles it (the stage loop stops before it would continue as new again).
                 await self.slack.start()
         return await self._finish()
+
+    async def _continue_from(self, request: RunRequest) -> str | None:
+        """Take the state this execution continues with, if it is really this run's own."""
+        state = request.state
+        if state is None or workflow.info().continued_run_id is None:
+            # Only continue-as-new sets continued_run_id: a client cannot.
+            self.state_check = "refused"
+            return STATE_FROM_CLIENT
+        if not await trust.verify_state(state, request.state_signature):
+            # Continued as new, but not from this run (another workflow can continue as new
+            # into a RunbookWorkflow with whatever state it likes): refused the same way.
+            self.state_check = "refused"
+            return STATE_NOT_SIGNED
+        self.progress = state
+        self.paused = state.paused
+        self.hosts_to_skip = set(state.skip_requests)
+        self.requester = state.requester or self.requester
+        self.state_check = "ok"
+        return None
+
+    async def _signed_state(self) -> tuple[RunProgress, str] | None:
+        """The state for the next execution, signed by this one, once no handler is running;
+        None when an abort or rollback arrived meanwhile (this execution handles it)."""
+        progress = self._p()
+        while True:
+            await workflow.wait_condition(workflow.all_handlers_finished)
+            if self.abort_reason is not None or self.rollback_request is not None:
+                return None
+            progress.paused = self.paused
+            progress.skip_requests = sorted(self.hosts_to_skip)
+            before = digest(progress.model_dump(mode="json"))
+            state, signature = await trust.sign_state(
+                progress.model_copy(update={"executions": progress.executions + 1})
+            )
+            # A message handled while the state was signed would be lost: sign again.
+            unchanged = (self.paused, sorted(self.hosts_to_skip)) == (progress.paused, progress.skip_requests)
+            if (
+                workflow.all_handlers_finished()
+                and unchanged
+                and digest(progress.model_dump(mode="json")) == before
+            ):
+                return state, signature
+
+    async def _check_requester(self, request: RunRequest) -> str | None:
+        """Who asked for the run: verified when the start request carries a valid proof."""
+        proof = request.requester_proof
+        if proof is None:
+            return None
+        problem: str | None = None
+        if proof.run != workflow.info().workflow_id:
+            problem = f"it is signed for run {proof.run!r}, not this run"
+        elif proof.requested_by != request.requested_by:
+            problem = f"it is signed for requester {proof.requested_by!r}, not {request.requested_by!r}"
+        elif proof.request != request_digest(request):
+            problem = "the request was changed after it was signed"
+        elif abs(workflow.now() - proof.at) > REQUESTER_PROOF_MAX_AGE:
+            problem = f"it was signed at {proof.at.isoformat()}, too long before this run started"
+        else:
+            verdict = await trust.check_requester(proof)
+            if not verdict.valid:
+                problem = verdict.reason
+        if problem is not None:
+            return (
+                f"refused: the start request's requester signature is not valid ({problem}); nothing ran. "
+                "Start the run again (without a signature, the requester is shown as unverified)"
+            )
+        self.requester = Requester(name=request.requested_by, verified=True, subject=proof.subject)
+        return None
+
+    def _requester(self) -> Requester:
+        if self.progress is not None and self.progress.requester is not None:
+            return self.progress.requester
+        return self.requester
+
+    def _requester_shown(self) -> str:
+        requester = self._requester()
+        return requester.name if requester.verified else f"{requester.name} (unverified)"
 
     async def _run_stages(self) -> None:
         progress = self._p()
@@ -339,11 +538,13 @@ class RunbookWorkflow:
             run_id=workflow.info().workflow_id,
             runbook=self.request.runbook,
             requested_by=self.request.requested_by,
+            requester=self.requester,
             check_mode=self.request.check_mode,
             status="failed",
             started_at=now,
             ended_at=now,
             msg=msg,
+            notices=list(self.early_notices),
         )
 
     async def _run_stage(self, index: int) -> str:
@@ -507,7 +708,8 @@ class RunbookWorkflow:
                 else:
                     hosts = next_hosts(state, limits)[: self._launch_budget()]
                     state.in_flight.update(hosts)
-                    await asyncio.gather(*(self._launch(index, stage, host) for host in hosts))
+                    if hosts:
+                        await self._launch(index, stage, hosts)
             pending = state.pending()
             status.blocked_reason = self._blocked_reason(state, limits, stop) if pending else None
             self._details()
@@ -592,21 +794,45 @@ class RunbookWorkflow:
             )
         )
 
-    async def _launch(self, index: int, stage: Stage, host: str) -> None:
+    async def _launch(self, index: int, stage: Stage, hosts: list[str]) -> None:
+        """Start one HostWorkflow per host, their inputs signed together (one local activity)."""
         progress = self._p()
-        self.launches += 1
-        progress.stage.started.append(host)
-        progress.statuses[index].hosts[host] = "running"
-        handle = await workflow.start_child_workflow(
-            HostWorkflow.run,
-            self._host_input(stage, host, stage.tasks, stage_handlers=True),
-            id=f"{workflow.info().workflow_id}/{stage.name}/{host}",
-            task_queue=workflow.info().task_queue,
+        wid = workflow.info().workflow_id
+        inputs: list[tuple[HostInput, str]] = []
+        for host in hosts:
+            self.launches += 1
+            progress.stage.started.append(host)
+            progress.statuses[index].hosts[host] = "running"
+            child_id = f"{wid}/{stage.name}/{host}"
+            self.host_ids[host] = child_id
+            inputs.append(
+                (trust.normalized(self._host_input(stage, host, stage.tasks, stage_handlers=True)), child_id)
+            )
+        signed = await trust.sign_host_inputs(inputs)
+        await asyncio.gather(
+            *(
+                self._start_host(stage, inp, child_id)
+                for inp, (_, child_id) in zip(signed, inputs, strict=True)
+            )
         )
-        self.children[host] = handle
-        if self.paused:
-            await self._signal(handle, "pause")
-        self._background.add(asyncio.create_task(self._await_child(host, stage.name, handle)))
+
+    async def _start_host(self, stage: Stage, inp: HostInput, child_id: str) -> None:
+        handle = await workflow.start_child_workflow(
+            HostWorkflow.run, inp, id=child_id, task_queue=workflow.info().task_queue
+        )
+        self.children[inp.host] = handle
+        await self._catch_up(handle, inp.host)
+        self._background.add(asyncio.create_task(self._await_child(inp.host, stage.name, handle)))
+
+    async def _catch_up(self, handle: Any, host: str) -> None:
+        """Tell a host that just started what it missed while its input was signed and it was
+        started: an abort, a skip, a pause (each command goes to the hosts running when it is given)."""
+        if self.abort_reason is not None:
+            await self._command_hosts("abort", self.abort_reason, [handle])
+        elif host in self.hosts_to_skip and host in self.children:
+            await self._command_hosts("abort", "skipped by operator", [handle])
+        elif self.paused:
+            await self._command_hosts("pause", handles=[handle])
 
     async def _await_child(self, host: str, stage: str, handle: Any) -> None:
         self.completed.append(await self._child_result(host, stage, handle))
@@ -628,19 +854,28 @@ class RunbookWorkflow:
 
     async def _run_aux(self, stage: Stage | None, host: str, tasks: list[Task], suffix: str) -> HostResult:
         """A one-off child (observe check, rollback), reachable for its gates and run_once."""
+        child_id = f"{workflow.info().workflow_id}/{suffix}"
+        self.host_ids[host] = child_id
+        [inp] = await trust.sign_host_inputs(
+            [
+                (
+                    trust.normalized(
+                        self._host_input(stage, host, tasks, stage_handlers=False, select_tags=False)
+                    ),
+                    child_id,
+                )
+            ]
+        )
         handle = await workflow.start_child_workflow(
-            HostWorkflow.run,
-            self._host_input(stage, host, tasks, stage_handlers=False, select_tags=False),
-            id=f"{workflow.info().workflow_id}/{suffix}",
-            task_queue=workflow.info().task_queue,
+            HostWorkflow.run, inp, id=child_id, task_queue=workflow.info().task_queue
         )
         self.aux_children[host] = handle
-        if self.paused:
-            await self._signal(handle, "pause")
+        await self._catch_up(handle, host)
         try:
             result = await self._child_result(host, stage.name if stage else "run", handle)
         finally:
             self.aux_children.pop(host, None)
+            self.host_ids.pop(host, None)
         self._close_host_gates(host, f"host {host} ended ({result.status})")
         self._keep(result)
         return result
@@ -656,6 +891,7 @@ class RunbookWorkflow:
     def _collect(self, index: int, state: RolloutState, result: HostResult) -> None:
         progress = self._p()
         self.children.pop(result.host, None)
+        self.host_ids.pop(result.host, None)
         self._close_host_gates(result.host, f"host {result.host} ended ({result.status})")
         state.in_flight.discard(result.host)
         host_state: HostState = result.status
@@ -766,6 +1002,9 @@ class RunbookWorkflow:
             "runbook": progress.plan.runbook.name if progress else self.request.runbook,
             "cluster": progress.plan.cluster.name if progress and progress.plan.cluster else None,
             "requested_by": self.request.requested_by,
+            # Whether a holder of the vote key vouched for the requester (and who that was).
+            "requester_verified": self._requester().verified,
+            "requester_source": self._requester().subject,
             "check_mode": self.request.check_mode,
             "started_at": progress.started_at.isoformat() if progress else None,
             "rollback_reason": progress.rollback_reason if progress else None,
@@ -806,6 +1045,7 @@ class RunbookWorkflow:
                         "approve": v.approve,
                         "comment": v.comment,
                         "source": v.source,
+                        "verified": v.verified,
                         "at": v.at.isoformat(),
                     }
                     for v in gate.votes
@@ -964,7 +1204,7 @@ class RunbookWorkflow:
         gate = progress.gates.get(gate_id)
         if gate is None:
             rule = progress.plan.gates[gate_id]
-            gate = gate_rules.open_gate(rule, workflow.now())
+            gate = gate_rules.open_gate(rule, workflow.now(), self._requester())
             if progress.plan.check_mode:
                 gate = gate.model_copy(
                     update={
@@ -1019,18 +1259,41 @@ class RunbookWorkflow:
         await self._answer_host_gate(host, gate_id, approved, gate.closed_reason or gate.status)
 
     async def _answer_host_gate(self, host: str, gate_id: str, approved: bool, reason: str) -> None:
-        closed = GateClosed(gate_id=gate_id, approved=approved, reason=reason)
-        await self._signal_host(host, "gate_closed", closed)
+        await self._signal_host(
+            host, "gate_closed", GateClosed(gate_id=gate_id, approved=approved, reason=reason)
+        )
 
-    def _judge(self, decision: Decision) -> tuple[str, GateState | None, str | None]:
+    def _judge(
+        self, decision: Decision, check: gate_rules.VoteCheck | None
+    ) -> tuple[str, GateState | None, str | None]:
         """The gate a vote is for, and why it may not count (None when it may)."""
         try:
             gate_id = self._gate_id_for(decision)
         except ValueError as exc:
             return "", None, str(exc)
-        gate = self._gates().get(gate_id)
-        reason = gate_rules.refusal_reason(gate, decision, self.request.requested_by, workflow.now(), gate_id)
+        gates = self._gates()
+        gate = gates.get(gate_id)
+        now = workflow.now()
+        if gate is not None and decision.proof is not None:
+            clicks = gate_rules.seen_clicks(list(gates.values()))
+            problem = gate_rules.proof_problem(decision, gate_id, workflow.info().workflow_id, now, clicks)
+            if problem is not None:
+                return gate_id, gate, problem
+        reason = gate_rules.refusal_reason(gate, decision, self._requester(), now, gate_id, check)
         return gate_id, gate, reason
+
+    def _proof_checkable(self, decision: Decision) -> bool:
+        """A signed vote for a gate of this run whose proof passes the cheap checks."""
+        try:
+            gate_id = self._gate_id_for(decision)
+        except ValueError:
+            return False
+        gates = self._gates()
+        if gate_id not in gates or decision.proof is None:
+            return False
+        clicks = gate_rules.seen_clicks(list(gates.values()))
+        now = workflow.now()
+        return gate_rules.proof_problem(decision, gate_id, workflow.info().workflow_id, now, clicks) is None
 
     def _gate_id_for(self, decision: Decision) -> str:
         if decision.gate:
@@ -1054,14 +1317,42 @@ class RunbookWorkflow:
         except Exception as exc:
             workflow.logger.info("signal %s to %s not delivered: %s", signal, handle.id, exc)
 
-    async def _signal_host(self, host: str, signal: str, arg: Any) -> None:
+    async def _signal_host(self, host: str, signal: str, message: GateClosed | RunOnceReply) -> None:
+        """Send a signed message to the host workflow this run runs for `host`, if it still runs."""
+        # A host's message can be handled before its start is (same activation): wait for it.
+        await workflow.wait_condition(
+            lambda: host in self.children or host in self.aux_children or host not in self.host_ids
+        )
         handle = self.children.get(host) or self.aux_children.get(host)
         if handle is not None:
-            await self._signal(handle, signal, arg)
+            signed = await trust.sign_message(signal, message, handle.id, handle.first_execution_run_id or "")
+            await self._signal(handle, signal, signed)
 
-    async def _tell_children(self, signal: str, *args: Any) -> None:
-        handles = [*self.children.values(), *self.aux_children.values()]
-        await asyncio.gather(*(self._signal(h, signal, *args) for h in handles))
+    async def _reply_run_once(self, hosts: list[str], reply: RunOnceReply) -> None:
+        await asyncio.gather(*(self._signal_host(host, "run_once_reply", reply) for host in hosts))
+
+    async def _command_hosts(
+        self, command: Literal["pause", "resume", "abort"], reason: str = "", handles: list[Any] | None = None
+    ) -> None:
+        """Pause, resume or abort hosts (default: every host workflow in flight), signed together."""
+        # One command at a time, in the order they were given: each host gets them in order.
+        ticket = self.commands_given
+        self.commands_given += 1
+        await workflow.wait_condition(lambda: self.commands_sent == ticket)
+        try:
+            if handles is None:
+                handles = [*self.children.values(), *self.aux_children.values()]
+            if not handles:
+                return
+            to: list[tuple[HostCommand, str, str]] = []
+            for handle in handles:
+                seq = self.command_seq[handle.id] = self.command_seq.get(handle.id, 0) + 1
+                command_for = HostCommand(command=command, reason=reason, seq=seq)
+                to.append((command_for, handle.id, handle.first_execution_run_id or ""))
+            signed = await trust.sign_messages(command, to)
+            await asyncio.gather(*(self._signal(h, command, m) for h, m in zip(handles, signed, strict=True)))
+        finally:
+            self.commands_sent += 1
 
     def _waiters(self, task_id: str) -> list[str]:
         return self._run_once_waiters.setdefault(task_id, [])
@@ -1156,6 +1447,7 @@ class RunbookWorkflow:
             run_id=workflow.info().workflow_id,
             runbook=progress.plan.runbook.name,
             requested_by=self.request.requested_by,
+            requester=self._requester(),
             check_mode=progress.plan.check_mode,
             status=final,
             started_at=progress.started_at,

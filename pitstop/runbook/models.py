@@ -149,6 +149,8 @@ class Gate(_Frozen):
     ]
     quorum: int = Field(default=1, ge=1)
     four_eyes: bool = False
+    # Count only votes signed with the vote key (the Slack bridge); CLI/UI votes are claims.
+    require_verified: bool = False
     require_comment: bool = False
     timeout: Duration | None = None
     on_timeout: Literal["reject", "approve", "escalate"] = "reject"

@@ -4,7 +4,8 @@ Every request reaches these listeners only after bolt's request verification: th
 `X-Slack-Signature` HMAC-SHA256 of `v0:<timestamp>:<body>` with the signing secret, and an
 `X-Slack-Request-Timestamp` within five minutes; anything else is answered 401 and never
 becomes a vote. A click is acknowledged at once (Slack wants an answer within three
-seconds), then the user is mapped to an approver and the vote sent to the run. The run's
+seconds), then the user is mapped to an approver and the vote, signed with the vote key
+(which is what makes it *verified* to the run), sent to the run. The run's
 own notifier updates the message from the run's durable state; the bridge only answers the
 voter, ephemerally, when the vote did not count.
 """
@@ -21,6 +22,7 @@ from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
 from temporalio.client import Client
 
+from pitstop.keys import KeyRing
 from pitstop.slack.blocks import (
     APPROVE_ACTION,
     COMMENT_BLOCK,
@@ -32,7 +34,7 @@ from pitstop.slack.blocks import (
 from pitstop.slack.config import SlackSettings
 from pitstop.slack.contracts import ButtonValue, ModalMetadata
 from pitstop.slack.identity import ApproverMap
-from pitstop.slack.votes import VoteOutcome, cast_vote, decision, update_id
+from pitstop.slack.votes import VoteOutcome, cast_vote, private_update_id, signed_vote, update_id
 
 log = logging.getLogger("pitstop.slack")
 
@@ -49,12 +51,18 @@ class Bridge:
     """Turns verified Slack interactions into `decide` Updates."""
 
     def __init__(
-        self, settings: SlackSettings, temporal: Client, approvers: ApproverMap, web: AsyncWebClient
+        self,
+        settings: SlackSettings,
+        temporal: Client,
+        approvers: ApproverMap,
+        web: AsyncWebClient,
+        vote_key: KeyRing,
     ) -> None:
         self.settings = settings
         self.temporal = temporal
         self.approvers = approvers
         self.web = web
+        self.vote_key = vote_key
         self._profiles: dict[str, tuple[float, str | None]] = {}
 
     def bolt_app(self) -> AsyncApp:
@@ -100,11 +108,12 @@ class Bridge:
             )
             await self.web.views_open(trigger_id=body.get("trigger_id", ""), view=comment_modal(meta, ""))
             return
+        click = update_id(message_ts, user, value, approve)
         outcome = await cast_vote(
             self.temporal,
             value.run,
-            decision(value.gate, approve, approver, user),
-            update_id(message_ts, user, value, approve),
+            signed_vote(self.vote_key, value.run, value.gate, approve, approver, user, click),
+            private_update_id(self.vote_key, click),
         )
         await self._answer(outcome, channel, user, value.run, value.gate)
 
@@ -125,11 +134,12 @@ class Bridge:
         if approver is None:
             await self._tell(meta.channel, user, NOT_MAPPED.format(user=user))
             return
+        click = update_id(meta.message_ts, user, meta, meta.approve)
         outcome = await cast_vote(
             self.temporal,
             meta.run,
-            decision(meta.gate, meta.approve, approver, user, comment),
-            update_id(meta.message_ts, user, meta, meta.approve),
+            signed_vote(self.vote_key, meta.run, meta.gate, meta.approve, approver, user, click, comment),
+            private_update_id(self.vote_key, click),
         )
         await self._answer(outcome, meta.channel, user, meta.run, meta.gate)
 

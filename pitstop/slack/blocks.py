@@ -59,9 +59,11 @@ def _date(gate: GateState) -> str:
 def _rules(gate: GateState, mention: Mention) -> str:
     rule = gate.rule
     names = ", ".join(mention(a) for a in gate.allowed) or "nobody"
-    parts = [f"{names} (quorum {rule.quorum})"]
+    parts = [f"{names} (quorum {gate.quorum})"]
     if rule.four_eyes:
         parts.append("four-eyes: not the requester")
+    if rule.require_verified:
+        parts.append("votes from Slack only")
     if rule.require_comment:
         parts.append("comment required")
     return "; ".join(parts)
@@ -72,7 +74,8 @@ def _votes(gate: GateState) -> str:
     for vote in gate.votes:
         verb = "approved" if vote.approve else "rejected"
         comment = f": “{escape(vote.comment)}”" if vote.comment else ""
-        lines.append(f"{escape(vote.approver)} {verb}{comment}")
+        unverified = "" if vote.verified else " (unverified)"
+        lines.append(f"{escape(vote.approver)}{unverified} {verb}{comment}")
     return "\n".join(lines)
 
 
@@ -147,7 +150,7 @@ def gate_message(
                 )
             )
         if votes:
-            blocks.append(_section(f"*Votes so far* ({gate.approvals} of {gate.rule.quorum})\n{votes}"))
+            blocks.append(_section(f"*Votes so far* ({gate.approvals} of {gate.quorum})\n{votes}"))
         blocks.append(_buttons(notice))
     else:
         icon = ":white_check_mark:" if gate.status == "approved" else ":no_entry:"

@@ -19,6 +19,7 @@ from slack_bolt.async_app import AsyncApp
 from slack_sdk.web.async_client import AsyncWebClient
 from temporalio.client import Client
 
+from pitstop.keys import KeyRing, require_key
 from pitstop.slack.app import Bridge
 from pitstop.slack.config import SlackSettings
 from pitstop.slack.identity import load_approver_map
@@ -32,8 +33,15 @@ def web_client(settings: SlackSettings) -> AsyncWebClient:
     return AsyncWebClient(token=settings.token(), base_url=settings.api_url, timeout=10)
 
 
-def build_bridge(settings: SlackSettings, temporal: Client) -> Bridge:
-    return Bridge(settings, temporal, load_approver_map(settings.approvers_file), web_client(settings))
+def build_bridge(settings: SlackSettings, temporal: Client, vote_key: KeyRing | None = None) -> Bridge:
+    """The bridge; its vote key from the environment unless given (KeyConfigError without one)."""
+    return Bridge(
+        settings,
+        temporal,
+        load_approver_map(settings.approvers_file),
+        web_client(settings),
+        vote_key or require_key("vote"),
+    )
 
 
 def web_app(app: AsyncApp) -> web.Application:
@@ -68,9 +76,16 @@ async def start_http(app: AsyncApp, host: str, port: int) -> RunningBridge:
     return RunningBridge(runner=runner, port=bound)
 
 
-async def serve(settings: SlackSettings, temporal: Client, host: str, port: int, socket_mode: bool) -> None:
+async def serve(
+    settings: SlackSettings,
+    temporal: Client,
+    host: str,
+    port: int,
+    socket_mode: bool,
+    vote_key: KeyRing | None = None,
+) -> None:
     """Run until SIGTERM/SIGINT."""
-    bridge = build_bridge(settings, temporal)
+    bridge = build_bridge(settings, temporal, vote_key)
     app = bridge.bolt_app()
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()

@@ -1,6 +1,7 @@
-"""The Temporal side of a Slack click: the `decide` Update, with an id stable per click.
+"""The Temporal side of a Slack click: a signed vote, sent as the `decide` Update with an id
+stable per click.
 
-Update id: `slack-<message ts>-<Slack user id>-<gate id>-<approve|reject>`, with `-escalated`
+Click id: `slack-<message ts>-<Slack user id>-<gate id>-<approve|reject>`, with `-escalated`
 appended for the buttons an escalated gate's message shows. Slack may deliver
 one click twice (its retries, a double click, two bridge replicas behind a balancer); every
 delivery carries the same message ts, user and button, so every delivery is the same Update
@@ -8,17 +9,28 @@ and Temporal runs it once, answering the repeats with the first outcome. Approve
 are different ids: a person who approves and then clicks Reject gets the gate's own answer
 ("already voted"), not a replay of their approval; and someone of the escalation group
 refused before the escalation is heard again on the escalated message.
+
+The vote carries a proof signed with the vote key (`pitstop.proofs`): run, gate, approve or
+reject, the Slack user and the approver name it maps to, the comment, the click id and the
+time. The run records the vote as verified, with source `slack:<user id>`, only when that
+signature checks out. The Update id is a keyed hash of the click id, so that nobody without
+the key can send an Update under a future click's id first and have the real click answered
+with their outcome.
 """
 
 from __future__ import annotations
 
 import asyncio
+import hashlib
+import hmac
 
 from pydantic import BaseModel
 from temporalio.client import Client, WorkflowUpdateFailedError
 from temporalio.service import RPCError, RPCStatusCode
 
 from pitstop.approvals import Decision, VoteRecord
+from pitstop.keys import KeyRing
+from pitstop.proofs import signed_decision
 from pitstop.slack.contracts import ButtonValue
 
 SOURCE_PREFIX = "slack"
@@ -38,10 +50,33 @@ def update_id(message_ts: str, user_id: str, button: ButtonValue, approve: bool)
     return vote_id + ("-escalated" if button.escalated else "")
 
 
-def decision(gate: str, approve: bool, approver: str, user_id: str, comment: str = "") -> Decision:
-    # The source names the Slack account, so the audit trail tells which login voted.
-    return Decision(
-        gate=gate, approve=approve, approver=approver, comment=comment, source=f"{SOURCE_PREFIX}:{user_id}"
+def private_update_id(ring: KeyRing, click: str) -> str:
+    """The Update id of a click: stable per click, unguessable without the vote key."""
+    mac = hmac.new(ring.signing, b"pitstop/update-id/v1\x00" + click.encode(), hashlib.sha256).hexdigest()
+    return f"{SOURCE_PREFIX}-{mac[:40]}"
+
+
+def signed_vote(
+    ring: KeyRing,
+    run: str,
+    gate: str,
+    approve: bool,
+    approver: str,
+    user_id: str,
+    click: str,
+    comment: str = "",
+) -> Decision:
+    """The vote of a verified Slack user. The subject names the Slack account, so the audit
+    trail tells which login voted."""
+    return signed_decision(
+        ring,
+        run=run,
+        gate=gate,
+        approve=approve,
+        approver=approver,
+        subject=f"{SOURCE_PREFIX}:{user_id}",
+        click=click,
+        comment=comment,
     )
 
 

@@ -16,6 +16,8 @@ from temporalio.client import WorkflowHandle
 from pitstop import demo_maintenance as dm
 from pitstop.bundle import collect
 from pitstop.contracts import Decision, RunReport, RunRequest, RunStatus
+from pitstop.keys import load_key
+from pitstop.proofs import signed_decision
 from pitstop.runbook import load_runbook
 from pitstop.sim import SimCluster
 from pitstop.sim.models import TimelineEvent
@@ -65,6 +67,25 @@ def limits() -> tuple[str, int]:
     return runbook_limits()
 
 
+def e2e_vote(run_id: str, gate_id: str, approver: str) -> Decision:
+    """A vote as the CLI casts it on a machine that holds the vote key (the tests' session key,
+    as a developer's CLI holds the embedded stack's): signed, so gates with `require_verified`
+    count it."""
+    ring = load_key("vote")
+    if ring is None:
+        return Decision(gate=gate_id, approve=True, approver=approver, comment="e2e approval")
+    return signed_decision(
+        ring,
+        run=run_id,
+        gate=gate_id,
+        approve=True,
+        approver=approver,
+        subject=f"cli:{approver}",
+        click=f"e2e-{approver}-{gate_id}",
+        comment="e2e approval",
+    )
+
+
 async def approve_gates(handle: WorkflowHandle[object, RunReport], approver: str = APPROVER) -> list[str]:
     """Approve every gate once through the `decide` Update, as a person would from the CLI.
 
@@ -87,7 +108,7 @@ async def approve_gates(handle: WorkflowHandle[object, RunReport], approver: str
                 await asyncio.wait_for(
                     handle.execute_update(
                         "decide",
-                        Decision(gate=gate_id, approve=True, approver=approver, comment="e2e approval"),
+                        e2e_vote(handle.id, gate_id, approver),
                         # One id per approver and gate: a retry after a worker kill is the same vote.
                         id=f"e2e-{approver}-{gate_id}",
                     ),

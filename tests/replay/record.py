@@ -36,7 +36,7 @@ from pitstop.contracts import Decision, RunReport, RunRequest, RunState, RunStat
 from pitstop.devstack import DevStack, free_ports_config
 from pitstop.settings import Settings
 from tests import testmodules
-from worker import build_worker
+from worker import WorkerKeys, build_worker
 from workflows import WORKFLOWS
 
 HISTORIES_DIR = Path(__file__).resolve().parent.parent / "histories"
@@ -362,7 +362,12 @@ async def record_scenario(client: Client, scenario: Scenario, out: Path) -> list
 async def record_all(settings: Settings, out: Path) -> list[RecordedHistory]:
     client = await connect(settings)
     worker = build_worker(
-        client, TASK_QUEUE, workflows=WORKFLOWS, activities=[*ACTIVITIES, *testmodules.TEST_ACTIVITIES]
+        client,
+        TASK_QUEUE,
+        workflows=WORKFLOWS,
+        activities=[*ACTIVITIES, *testmodules.TEST_ACTIVITIES],
+        # The scratch stack's own keys: a signature in the recorded markers proves nothing later.
+        keys=WorkerKeys.load(settings.home),
     )
     recorded: list[RecordedHistory] = []
     async with worker:

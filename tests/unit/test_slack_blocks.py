@@ -74,12 +74,17 @@ def test_many_hosts_are_summarised() -> None:
 
 
 def test_a_closed_gate_shows_the_outcome_and_who_decided_without_buttons() -> None:
-    vote = VoteRecord(approver="bob", approve=True, comment="lgtm", source="slack:U1", at=NOW, accepted=True)
-    closed = notice(status="approved", votes=[vote], closed_at=NOW, closed_reason="approved by bob")
+    vote = VoteRecord(
+        approver="bob", approve=True, comment="lgtm", source="slack:U1", verified=True, at=NOW, accepted=True
+    )
+    claimed = VoteRecord(approver="carol", approve=True, claimed_source="slack:U2", at=NOW, accepted=True)
+    closed = notice(status="approved", votes=[vote, claimed], closed_at=NOW, closed_reason="approved by bob")
     text, blocks = render(closed)
     assert actions(blocks) == []
     shown = json.dumps(blocks)
     assert "*Approved* \\u2014 approved by bob" in shown and "bob approved" in shown and "lgtm" in shown
+    # A vote nobody verified says so, whatever source its sender claimed.
+    assert "carol (unverified) approved" in shown
     assert text.startswith("Approved: canary:after")
 
 

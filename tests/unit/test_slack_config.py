@@ -7,10 +7,12 @@ import re
 import pytest
 from pydantic import ValidationError
 
+from pitstop.keys import parse_keys
 from pitstop.module_args.notify import SlackArgs
+from pitstop.signing import valid
 from pitstop.slack.config import SlackConfigError, SlackSettings, run_default_channel
 from pitstop.slack.contracts import ButtonValue
-from pitstop.slack.votes import decision, update_id
+from pitstop.slack.votes import private_update_id, signed_vote, update_id
 
 
 def test_settings_come_from_the_environment_and_secrets_stay_hidden() -> None:
@@ -65,7 +67,21 @@ def test_one_click_is_one_update_id_and_different_clicks_are_not() -> None:
         ),
     }
     assert click not in others and len(others) == 4
-    assert decision("g", True, "bob", "U1").source == "slack:U1"
+
+
+def test_a_click_becomes_a_signed_vote_whose_update_id_only_the_key_holder_can_tell() -> None:
+    ring = parse_keys("vote", "ab" * 16 + "cd" * 8 + "0123456789abcdef", "test")
+    other = parse_keys("vote", "12" * 16 + "34" * 8 + "0123456789abcdef", "test")
+    click = "slack-1700000000.000100-U1-canary:before-approve"
+    vote = signed_vote(ring, "r", "canary:before", True, "bob", "U1", click, "ok")
+    assert vote.proof is not None and vote.source == "slack:U1"
+    assert (vote.proof.subject, vote.proof.approver, vote.proof.click) == ("slack:U1", "bob", click)
+    assert valid(ring, "vote", vote.proof.signed_part(), vote.proof.signature)
+    assert not valid(other, "vote", vote.proof.signed_part(), vote.proof.signature)
+    # One click, one Update id; nothing in it a person without the key could compute ahead.
+    assert private_update_id(ring, click) == private_update_id(ring, click)
+    assert private_update_id(ring, click) != private_update_id(other, click)
+    assert "U1" not in private_update_id(ring, click) and "1700000000" not in private_update_id(ring, click)
 
 
 def test_notify_slack_needs_text_or_blocks() -> None:

@@ -344,3 +344,25 @@ async def test_tags_and_skip_tags_select_tasks(run: RunFn) -> None:
     report = await run(TAGGED, hosts_inventory(1), tags=["gpu-stage"], vars={"only_defined_for_b": "b"})
     assert report.status == "succeeded", report.msg
     assert values("tagged/") == ["a", "b", "always", "never", "untagged"]
+
+
+async def test_run_once_with_many_hosts_starting_at_once_runs_once_and_every_host_goes_on(run: RunFn) -> None:
+    # A host's first message can reach the run in the same workflow task as the news that the
+    # host started; the run's answer must not be lost then (it once was: every host waited).
+    report = await run(
+        """
+        name: crowd
+        hosts: gpu
+        tasks:
+          - name: shared
+            test.step: {value: "{{ inventory_hostname }}"}
+            run_once: true
+            register: shared
+          - name: after
+            test.step: {value: "saw {{ shared.value }}"}
+        """,
+        hosts_inventory(10),
+    )
+    assert report.status == "succeeded", report.msg
+    [owner] = [h for h, t, _ in CALLS if t == "crowd/0"]
+    assert sorted(a["value"] for _, t, a in CALLS if t == "crowd/1") == [f"saw {owner}"] * 10

@@ -1,0 +1,178 @@
+"""Signing and checking from workflow code: every message between a run and its host
+workflows, each host's input and a run's continue-as-new state carry an HMAC made with the
+worker key, which only workers hold (`pitstop.keys`).
+
+Temporal tells a workflow nothing about who sent a Signal or started it, and anyone with
+access to the namespace can signal any workflow or start one with any input. So a message
+counts only when its signature covers: the signal's name, the message's content, the sender
+and receiver workflow ids and the receiving execution's run id. A message from a client, or
+one taken from history and sent again to another host, run or execution, does not verify.
+
+The key stays in the worker: workflow code reduces what is signed to a digest (pure, in
+`pitstop.signing`) and asks local activities (`activities/trust.py`) to sign or check it.
+Each costs one local activity (a few milliseconds), and only for messages, not per task.
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import Any, TypeVar
+
+from pydantic import BaseModel
+from temporalio import workflow
+from temporalio.common import RetryPolicy
+from temporalio.exceptions import ActivityError
+
+with workflow.unsafe.imports_passed_through():
+    from pitstop.approvals import RequesterProof, VoteProof
+    from pitstop.signing import digest
+    from pitstop.trust import ProofVerdict, SignRequest, VerifyRequest, WorkerPurpose, message_value
+
+M = TypeVar("M", bound=BaseModel)
+
+_TIMEOUT = timedelta(seconds=10)
+_RETRY = RetryPolicy(maximum_attempts=3, non_retryable_error_types=["Unauthorized"])
+
+
+def normalized(model: M) -> M:
+    """The model as the receiver will see it (after the data converter's JSON round trip), so
+    that a digest taken here is the digest the receiver takes."""
+    return type(model).model_validate_json(model.model_dump_json())
+
+
+def body(message: BaseModel) -> str:
+    """Digest of a message's content, without its signature."""
+    return digest(message.model_dump(mode="json", exclude={"signature"}))
+
+
+async def _sign(purpose: WorkerPurpose, values: list[dict[str, Any]]) -> list[str]:
+    if not values:
+        return []
+    signatures: list[str] = await workflow.execute_local_activity(
+        "trust.sign",
+        SignRequest(purpose=purpose, values=values),
+        result_type=list[str],
+        start_to_close_timeout=_TIMEOUT,
+        retry_policy=_RETRY,
+    )
+    return signatures
+
+
+async def _valid(purpose: WorkerPurpose, value: dict[str, Any], signature: str) -> bool:
+    if not signature:
+        return False
+    try:
+        ok: bool = await workflow.execute_local_activity(
+            "trust.verify",
+            VerifyRequest(purpose=purpose, value=value, signature=signature),
+            result_type=bool,
+            start_to_close_timeout=_TIMEOUT,
+            retry_policy=_RETRY,
+        )
+    except ActivityError as err:
+        workflow.logger.warning("could not check a %s signature: %s", purpose, err.cause or err)
+        return False
+    return ok
+
+
+# --- messages ------------------------------------------------------------------------------
+async def sign_messages(kind: str, to: list[tuple[M, str, str]]) -> list[M]:
+    """Sign `kind` messages from this workflow, each for (receiver workflow id, its run id)."""
+    me = workflow.info().workflow_id
+    values = [message_value(kind, body(m), me, receiver, run) for m, receiver, run in to]
+    signatures = await _sign("message", values)
+    return [m.model_copy(update={"signature": s}) for (m, _, _), s in zip(to, signatures, strict=True)]
+
+
+async def sign_message(kind: str, message: M, receiver: str, receiver_run: str) -> M:
+    [signed] = await sign_messages(kind, [(message, receiver, receiver_run)])
+    return signed
+
+
+async def verify_message(kind: str, message: BaseModel, sender: str) -> bool:
+    """Whether `message` was signed by `sender` for this very execution."""
+    info = workflow.info()
+    signature = str(getattr(message, "signature", "") or "")
+    value = message_value(kind, body(message), sender, info.workflow_id, info.run_id)
+    return await _valid("message", value, signature)
+
+
+# --- host inputs ----------------------------------------------------------------------------
+def _host_input_value(inp: BaseModel, child: str, parent: str, parent_run: str) -> dict[str, Any]:
+    return {"child": child, "parent": parent, "parent_run": parent_run, "input": body(inp)}
+
+
+async def sign_host_inputs(inputs: list[tuple[M, str]]) -> list[M]:
+    """Sign (input, child workflow id) pairs from this run's current execution."""
+    info = workflow.info()
+    values = [_host_input_value(inp, child, info.workflow_id, info.run_id) for inp, child in inputs]
+    signatures = await _sign("host-input", values)
+    return [inp.model_copy(update={"signature": s}) for (inp, _), s in zip(inputs, signatures, strict=True)]
+
+
+async def verify_host_input(inp: BaseModel) -> bool:
+    """Whether this host workflow's input was signed by its parent, for it."""
+    info = workflow.info()
+    if info.parent is None:
+        return False
+    value = _host_input_value(inp, info.workflow_id, info.parent.workflow_id, info.parent.run_id)
+    return await _valid("host-input", value, str(getattr(inp, "signature", "") or ""))
+
+
+# --- continue-as-new state ------------------------------------------------------------------
+def _state_value(workflow_id: str, from_run: str, state: BaseModel) -> dict[str, Any]:
+    return {"workflow": workflow_id, "from_run": from_run, "state": digest(state.model_dump(mode="json"))}
+
+
+async def sign_state(state: M) -> tuple[M, str]:
+    """The state as the next execution will read it, and its signature from this execution."""
+    info = workflow.info()
+    state = normalized(state)
+    [signature] = await _sign("state", [_state_value(info.workflow_id, info.run_id, state)])
+    return state, signature
+
+
+async def verify_state(state: BaseModel, signature: str) -> bool:
+    """Whether `state` was signed by the execution this one continues."""
+    info = workflow.info()
+    if info.continued_run_id is None:
+        return False
+    return await _valid("state", _state_value(info.workflow_id, info.continued_run_id, state), signature)
+
+
+# --- votes and requesters (vote key) --------------------------------------------------------
+async def check_vote(proof: VoteProof) -> ProofVerdict:
+    return await _check_proof("trust.verify_vote", proof)
+
+
+async def check_requester(proof: RequesterProof) -> ProofVerdict:
+    return await _check_proof("trust.verify_requester", proof)
+
+
+async def _check_proof(activity: str, proof: BaseModel) -> ProofVerdict:
+    try:
+        verdict: ProofVerdict = await workflow.execute_local_activity(
+            activity,
+            proof,
+            result_type=ProofVerdict,
+            start_to_close_timeout=_TIMEOUT,
+            retry_policy=_RETRY,
+        )
+    except ActivityError as err:
+        return ProofVerdict(valid=False, reason=f"its signature could not be checked ({err.cause or err})")
+    return verdict
+
+
+__all__ = [
+    "body",
+    "check_requester",
+    "check_vote",
+    "normalized",
+    "sign_host_inputs",
+    "sign_message",
+    "sign_messages",
+    "sign_state",
+    "verify_host_input",
+    "verify_message",
+    "verify_state",
+]
