@@ -25,6 +25,7 @@ from pitstop.approvals import GateRule
 from pitstop.contracts import ModuleExec, Plan, PlanHashes, PlannedStage, RetryExec, RunRequest
 from pitstop.modules import get_module
 from pitstop.policy.errors import policy_violation
+from pitstop.policy.load import current_policy
 from pitstop.runbook import (
     Inventory,
     PatternError,
@@ -58,6 +59,22 @@ def _source(base: Path, name: str, what: str) -> Path:
     return base / name  # as given: error messages show the path the way the request named it
 
 
+def _check_runbook_source(request: RunRequest) -> None:
+    """A worker whose policy runs only its own runbooks refuses a request that carries one."""
+    if not request.files:
+        return
+    policy = current_policy()
+    if not policy.runbooks_from_requests:
+        raise policy_violation(
+            f"plan.load: this worker runs only runbooks from its runbook directory "
+            f"{policy.runbook_dir.path} (policy runbooks.from_requests: false, "
+            f"{policy.runbooks_origin}); the request carried its own ({', '.join(sorted(request.files))}). "
+            "Start the run by naming a runbook in that directory (Temporal UI, or `pitstop run "
+            "--on-worker NAME`)",
+            fix=None,
+        )
+
+
 @activity.defn(name="plan.load")
 async def load_plan(request: RunRequest) -> Plan:
     queue = activity.info().task_queue
@@ -75,6 +92,7 @@ async def load_plan(request: RunRequest) -> Plan:
 def build_plan(
     request: RunRequest, default_queue: str = "pitstop", inventory_override: Inventory | None = None
 ) -> Plan:
+    _check_runbook_source(request)
     with _sources(request) as (base, shown):
         try:
             inventory = resolve_dynamic_groups(inventory_override or _inventory(request, base))

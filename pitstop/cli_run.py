@@ -113,9 +113,29 @@ def _request(
     tags: list[str],
     skip_tags: list[str],
     requester: str,
+    on_worker: bool = False,
 ) -> RunRequest:
     from pitstop.runbook import RunbookError
 
+    if on_worker:
+        # The worker's own runbook directory holds the runbook (a worker whose policy says
+        # `runbooks.from_requests: false` runs nothing else): send names, not files.
+        files: dict[str, str] = {}
+        runbook_name, inventory_name = runbook.as_posix(), inventory.as_posix() if inventory else None
+        for name in (runbook_name, inventory_name):
+            if name is not None and (Path(name).is_absolute() or ".." in Path(name).parts):
+                _fail(f"--on-worker: {name!r} must be relative to the worker's runbook directory")
+        return RunRequest(
+            runbook=runbook_name,
+            inventory=inventory_name,
+            files=files,
+            limit=limit,
+            vars=_parse_vars(extra),
+            check_mode=check,
+            tags=_split(tags),
+            skip_tags=_split(skip_tags),
+            requested_by=requester,
+        )
     try:
         files, runbook_name, inventory_name = collect(runbook, inventory)
     except RunbookError as exc:
@@ -175,11 +195,19 @@ def run(
     as_user: Annotated[
         str | None, typer.Option("--as", help="Requester identity (default: OS user).")
     ] = None,
+    on_worker: Annotated[
+        bool,
+        typer.Option(
+            "--on-worker",
+            help="RUNBOOK and INVENTORY are paths in the worker's runbook directory: send their "
+            "names, not the files (for workers that run only their own runbooks).",
+        ),
+    ] = False,
 ) -> None:
     """Start a runbook run on Temporal."""
     settings = Settings.from_env()
     requester = as_user or getpass.getuser()
-    request = _request(runbook, inventory, limit, extra_vars, check, tags, skip_tags, requester)
+    request = _request(runbook, inventory, limit, extra_vars, check, tags, skip_tags, requester, on_worker)
 
     async def go() -> None:
         client = await _client(settings)
@@ -242,6 +270,9 @@ def plan(
     as_user: Annotated[
         str | None, typer.Option("--as", help="Requester identity (default: OS user).")
     ] = None,
+    on_worker: Annotated[
+        bool, typer.Option("--on-worker", help="RUNBOOK and INVENTORY are in the worker's runbook directory.")
+    ] = False,
 ) -> None:
     """Run in check mode and record the plan (apply it later with `pitstop run --plan RUN_ID`)."""
     run(
@@ -256,6 +287,7 @@ def plan(
         wait=True,
         run_id=None,
         as_user=as_user,
+        on_worker=on_worker,
     )
 
 

@@ -58,6 +58,10 @@ class PolicyLayer:
         self.doc.setdefault("files", {}).setdefault("write", []).append(str(path))
         return self._changed()
 
+    def runbooks_from_requests(self, allowed: bool) -> PolicyLayer:
+        self.doc["runbooks"] = {"from_requests": allowed}
+        return self._changed()
+
     def cluster(self, name: str, **fields: Any) -> PolicyLayer:
         self.doc.setdefault("clusters", {})[name] = {
             k: str(v) if isinstance(v, Path) else v for k, v in fields.items()

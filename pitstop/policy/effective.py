@@ -69,6 +69,9 @@ class WorkerPolicy(_Frozen):
     home: Dir
     runbook_dir: Dir
     work_root: Dir  # each run writes under work_root/<run>
+    # False: a request may only name runbooks in runbook_dir, never carry its own.
+    runbooks_from_requests: bool = True
+    runbooks_origin: str = BUILT_IN
     read: tuple[Dir, ...] = ()
     write: tuple[Dir, ...] = ()
     denied: tuple[Dir, ...] = ()

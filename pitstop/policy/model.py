@@ -7,6 +7,8 @@ files:
   read: [/srv/firmware]          # besides the runbook directory and the run's work directory
   write: []                      # besides the run's work directory
   work_dir: /var/lib/pitstop/work
+runbooks:
+  from_requests: true            # false: only runbooks from the worker's runbook directory
 clusters_dir: /etc/pitstop/clusters
 clusters:
   prod: {kubeconfig: /etc/pitstop/prod.kubeconfig, context: prod, known_hosts: /etc/pitstop/prod.known_hosts}
@@ -118,9 +120,19 @@ class GrantSection(_Section):
         return self
 
 
+class RunbooksSection(_Section):
+    from_requests: bool = Field(
+        default=True,
+        description="Run runbooks a request carries (the CLI sends the runbook, its task files and the "
+        "inventory as a bundle). false: only runbooks from the worker's runbook directory "
+        "(PITSTOP_RUNBOOK_DIR), e.g. a reviewed git checkout.",
+    )
+
+
 class PolicyFile(_Section):
     version: Literal[1] = 1
     files: FilesSection = Field(default_factory=FilesSection)
+    runbooks: RunbooksSection = Field(default_factory=RunbooksSection)
     clusters_dir: str | None = Field(
         default=None,
         description="Directory of registered clusters: <name>/kubeconfig and <name>/known_hosts "

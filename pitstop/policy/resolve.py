@@ -192,6 +192,10 @@ def resolve(
         home=Dir(path=home_path, origin=home_origin),
         runbook_dir=Dir(path=runbook_path, origin=runbook_origin),
         work_root=work_root,
+        runbooks_from_requests=parsed.runbooks.from_requests,
+        runbooks_origin=r.origin("runbooks", "from_requests")
+        if "runbooks" in parsed.model_fields_set
+        else BUILT_IN,
         read=read,
         write=write,
         denied=tuple(denied),

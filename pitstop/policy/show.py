@@ -69,7 +69,14 @@ def policy_view(policy: WorkerPolicy) -> Group:
         )
     if not secrets.rows:
         secrets.add_row("(none)", "every secret is refused", "", "built-in default")
-    return Group(header, files, clusters, s3, etcd, secrets)
+    runbooks = _table("runbooks", "runs", "from")
+    runbooks.add_row(
+        "those a request carries (CLI bundles) and those in the runbook directory"
+        if policy.runbooks_from_requests
+        else f"only those in the runbook directory {policy.runbook_dir.path}",
+        policy.runbooks_origin,
+    )
+    return Group(header, runbooks, files, clusters, s3, etcd, secrets)
 
 
 def policy_summary(policy: WorkerPolicy) -> str:
@@ -77,6 +84,9 @@ def policy_summary(policy: WorkerPolicy) -> str:
     clusters = sorted(known_clusters(policy))
     parts = [
         f"policy {policy.described_source}",
+        "runbooks from requests and the runbook directory"
+        if policy.runbooks_from_requests
+        else "runbooks from the runbook directory only",
         f"reads {policy.runbook_dir.path}"
         + "".join(f", {r.path}" for r in policy.read)
         + f" and the run's work directory under {policy.work_root.path}",
