@@ -114,8 +114,7 @@ def test_eviction_is_refused_with_429_while_the_pdb_disallows_and_accepted_once_
     assert body["reason"] == "TooManyRequests"
     assert body["message"] == "Cannot evict pod as it would violate the pod's disruption budget."
     assert body["details"]["causes"][0]["reason"] == "DisruptionBudget"
-    budget = client.PolicyV1Api(core.api_client).read_namespaced_pod_disruption_budget("web", "serving")
-    assert budget.status.disruptions_allowed == 0
+    # No assertion on disruptionsAllowed here: the replacement replica may already be ready.
     sim.wait_for(
         lambda s: (
             (s.get("policy/poddisruptionbudgets", "web", "serving") or {})["status"]["disruptionsAllowed"]
