@@ -23,6 +23,8 @@ from temporalio import workflow
 from temporalio.common import RetryPolicy
 from temporalio.exceptions import ActivityError
 
+from workflows.handles import Signal, signal_name
+
 with workflow.unsafe.imports_passed_through():
     from pitstop.approvals import RequesterProof, VoteProof
     from pitstop.signing import digest
@@ -76,24 +78,26 @@ async def _valid(purpose: WorkerPurpose, value: dict[str, Any], signature: str) 
 
 
 # --- messages ------------------------------------------------------------------------------
-async def sign_messages(kind: str, to: list[tuple[M, str, str]]) -> list[M]:
-    """Sign `kind` messages from this workflow, each for (receiver workflow id, its run id)."""
+async def sign_messages(signal: Signal, to: list[tuple[M, str, str]]) -> list[M]:
+    """Sign messages for `signal` (its handler method) from this workflow, each for
+    (receiver workflow id, its run id)."""
     me = workflow.info().workflow_id
+    kind = signal_name(signal)
     values = [message_value(kind, body(m), me, receiver, run) for m, receiver, run in to]
     signatures = await _sign("message", values)
     return [m.model_copy(update={"signature": s}) for (m, _, _), s in zip(to, signatures, strict=True)]
 
 
-async def sign_message(kind: str, message: M, receiver: str, receiver_run: str) -> M:
-    [signed] = await sign_messages(kind, [(message, receiver, receiver_run)])
+async def sign_message(signal: Signal, message: M, receiver: str, receiver_run: str) -> M:
+    [signed] = await sign_messages(signal, [(message, receiver, receiver_run)])
     return signed
 
 
-async def verify_message(kind: str, message: BaseModel, sender: str) -> bool:
-    """Whether `message` was signed by `sender` for this very execution."""
+async def verify_message(signal: Signal, message: BaseModel, sender: str) -> bool:
+    """Whether `message` was signed by `sender` for this very execution, for `signal`."""
     info = workflow.info()
     signature = str(getattr(message, "signature", "") or "")
-    value = message_value(kind, body(message), sender, info.workflow_id, info.run_id)
+    value = message_value(signal_name(signal), body(message), sender, info.workflow_id, info.run_id)
     return await _valid("message", value, signature)
 
 
