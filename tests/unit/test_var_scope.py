@@ -88,3 +88,18 @@ def test_an_unknown_layer_is_refused() -> None:
         VarScope({"play_vars": {}})
     with pytest.raises(ValueError, match="unknown variable layer"):
         VarScope().with_layer("nope", {})
+
+
+def test_a_runs_layers_merge_a_hosts_input_in_the_order_the_run_uses() -> None:
+    def layer(name: str) -> dict[str, Any]:
+        return {"x": name, f"only_{name}": True}
+
+    scope = VarScope({name: layer(name) for name in reversed(RUN_LAYERS)})
+    assert scope.names == RUN_LAYERS
+    assert scope.merged()["x"] == "call"
+    assert scope.with_layer("call", {}).merged()["x"] == "run_magic"
+    # Facts of earlier stages sit above the stage's vars and below extra vars (Ansible).
+    without_top = VarScope({n: layer(n) for n in ("play", "stage", "stage_facts", "extra_vars")})
+    assert without_top.merged()["x"] == "extra_vars"
+    assert without_top.with_layer("extra_vars", {}).merged()["x"] == "stage_facts"
+    assert all(scope.merged()[f"only_{name}"] for name in RUN_LAYERS)
