@@ -3,8 +3,8 @@
 Reads like an Ansible play for a single host: tasks in order, `block/rescue/always`,
 `when`, `loop`, `register`, `retries/until/delay` on durable timers, `failed_when`,
 `changed_when`, `ignore_errors`, `notify` + handlers at the end. Pure modules (debug,
-set_fact, assert, fail, pause) are evaluated here; every other module is an activity on
-the cluster's task queue. Per-host gates and `run_once` are coordinated through the
+set_fact, assert, fail, pause: `pitstop.core_modules`) run inside the workflow; every other
+module is an activity on the cluster's task queue. Per-host gates and `run_once` are coordinated through the
 parent RunbookWorkflow, which owns every gate and every run-once result of the run.
 
 Only the run may start a host or talk to it: the input and every message in both directions
