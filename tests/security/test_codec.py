@@ -233,12 +233,39 @@ async def workers(tmp_path: Path) -> AsyncIterator[list[WorkerProcess]]:
 # Left readable by design: search attributes (the server indexes them: runbook, cluster,
 # stage, status) and headers (trace context). Neither carries a run's data.
 UNENCRYPTED_FIELDS = ("searchAttributes", "header")
+# A local activity's marker: Temporal's Core SDK writes its own bookkeeping (seq, attempt,
+# activity id and type, schedule times) under `details.data` as json/plain, outside the data
+# converter; the activity's result (`details.result`) goes through the codec like any payload.
+LOCAL_ACTIVITY_MARKER = "core_local_activity"
+LOCAL_ACTIVITY_BOOKKEEPING = {
+    "seq",
+    "attempt",
+    "activity_id",
+    "activity_type",
+    "complete_time",
+    "backoff",
+    "original_schedule_time",
+    "activation_index",
+}
+
+
+def _local_activity_bookkeeping(payloads: Any) -> None:
+    """The marker's own record holds only the SDK's bookkeeping fields, never a run's data."""
+    for entry in payloads.get("payloads", []):
+        payload = json_format.ParseDict(entry, Payload(), ignore_unknown_fields=True)
+        assert payload.metadata["encoding"] == b"json/plain"
+        assert set(json.loads(payload.data)) <= LOCAL_ACTIVITY_BOOKKEEPING, payload.data
 
 
 def payloads_in(node: Any) -> list[Payload]:
     """Every payload in a history's JSON (dicts with `data` and `metadata.encoding`), except
-    the search attributes and headers, which Temporal keeps readable."""
+    the search attributes and headers, which Temporal keeps readable, and the SDK's own record
+    of a local activity (checked to hold bookkeeping only)."""
     found: list[Payload] = []
+    if isinstance(node, dict) and node.get("markerName") == LOCAL_ACTIVITY_MARKER:
+        details = dict(node.get("details", {}))
+        _local_activity_bookkeeping(details.pop("data", {}))
+        node = {**node, "details": details}
     if isinstance(node, dict):
         if "data" in node and isinstance(node.get("metadata"), dict) and "encoding" in node["metadata"]:
             found.append(json_format.ParseDict(node, Payload(), ignore_unknown_fields=True))

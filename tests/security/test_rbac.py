@@ -261,7 +261,11 @@ async def test_the_platform_upgrade_runs_as_the_workers_service_account_with_no_
                 result_type=RunReport,
                 execution_timeout=timedelta(minutes=6),
             )
-            approvers = [asyncio.ensure_future(approve_gates(handle, who)) for who in ("alice", "dana")]
+            # The start request is unsigned, so the four-eyes canary gate needs two verified
+            # approvers (alice and bob); dana answers the lab gate.
+            approvers = [
+                asyncio.ensure_future(approve_gates(handle, who)) for who in ("alice", "bob", "dana")
+            ]
             try:
                 report = await asyncio.wait_for(handle.result(), timeout=330)
             finally:
