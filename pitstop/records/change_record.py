@@ -20,6 +20,8 @@ from typing import Any, Final, Literal
 
 from pydantic import BaseModel, Field
 
+from pitstop.contracts import RunVars
+
 NOT_REACHED: Final = "not reached"
 SectionState = Literal["recorded", "not reached"]
 Outcome = Literal["succeeded", "rolled back", "failed", "refused in preflight", "incomplete"]
@@ -172,7 +174,7 @@ class RecordInputs(BaseModel):
     acceptance: dict[str, dict[str, Any]] = Field(default_factory=dict)
     observation: dict[str, Any] = Field(default_factory=dict)
     rollback_triggers: list[str] = Field(default_factory=list)
-    run: dict[str, Any] = Field(default_factory=dict)
+    run: RunVars = Field(default_factory=RunVars)
     follow_ups: list[str] = Field(default_factory=list)
     failure: str | None = Field(default=None, description="What failed, as a rescue saw it.")
 
@@ -340,41 +342,39 @@ def _worst_nodes(result: dict[str, Any], check: str, direction: str) -> list[str
     return []
 
 
-def _stages(run: dict[str, Any]) -> list[StageOutcome]:
+def _stages(run: RunVars) -> list[StageOutcome]:
     return [
         StageOutcome(
-            name=str(s.get("name")),
-            status=str(s.get("status")),
-            rollback_reason=s.get("rollback_reason"),
-            done_hosts=list(s.get("done_hosts") or []),
-            failed_hosts=list(s.get("failed_hosts") or []),
+            name=s.name,
+            status=s.status,
+            rollback_reason=s.rollback_reason,
+            done_hosts=list(s.done_hosts),
+            failed_hosts=list(s.failed_hosts),
         )
-        for s in run.get("stages") or []
-        if isinstance(s, dict)
+        for s in run.stages
     ]
 
 
-def _approvals(run: dict[str, Any]) -> list[Approval]:
+def _approvals(run: RunVars) -> list[Approval]:
     out: list[Approval] = []
-    for gate in run.get("gates") or []:
-        votes = gate.get("votes") or []
-        if not votes:
-            out.append(Approval(gate=str(gate.get("id")), status=str(gate.get("status"))))
-        for vote in votes:
+    for gate in run.gates:
+        if not gate.votes:
+            out.append(Approval(gate=gate.id, status=gate.status))
+        for vote in gate.votes:
             out.append(
                 Approval(
-                    gate=str(gate.get("id")),
-                    status=str(gate.get("status")),
-                    approver=vote.get("approver"),
-                    approve=vote.get("approve"),
-                    comment=str(vote.get("comment") or ""),
-                    at=vote.get("at"),
+                    gate=gate.id,
+                    status=gate.status,
+                    approver=vote.approver,
+                    approve=vote.approve,
+                    comment=vote.comment,
+                    at=vote.at,
                 )
             )
     return out
 
 
-def _observation(observation: dict[str, Any], stages: list[StageOutcome], run: dict[str, Any]) -> Any:
+def _observation(observation: dict[str, Any], stages: list[StageOutcome], run: RunVars) -> Any:
     """The observation's result: given, or the outcome of the stage it watched (None: not reached)."""
     given = observation.get("result")
     name = observation.get("stage")
@@ -383,8 +383,8 @@ def _observation(observation: dict[str, Any], stages: list[StageOutcome], run: d
     stage = next((s for s in stages if s.name == name), None)
     if stage is None or stage.status not in ("ok", *_FAILED_STAGE):
         return None  # never reached, or still being observed
-    summary: dict[str, Any] = next((s for s in run.get("stages") or [] if s.get("name") == name), {})
-    problems = [f"{f.get('host')}: {f.get('msg')}" for f in summary.get("failures") or []]
+    summary = next((s for s in run.stages if s.name == name), None)
+    problems = [f"{f.host}: {f.msg}" for f in summary.failures] if summary is not None else []
     if stage.status == "ok":
         return {"failed": False, "msg": f"stage {name} was observed without a failing check"}
     why = stage.rollback_reason or "; ".join(problems) or stage.status.replace("_", " ")
@@ -399,7 +399,7 @@ def _failures(
 ) -> FailuresAndFollowUps:
     failures: list[str] = [inputs.failure] if inputs.failure else []
     follow: list[str] = []
-    reason = inputs.run.get("rollback_reason")
+    reason = inputs.run.rollback_reason
     if reason:
         failures.append(f"the run rolled back: {reason}")
     for stage in stages:
@@ -452,12 +452,12 @@ def _failures(
 def _outcome(
     inputs: RecordInputs, stages: list[StageOutcome], compat: CompatibilitySources, failures: list[str]
 ) -> tuple[Outcome, str]:
-    reason = inputs.run.get("rollback_reason")
+    reason = inputs.run.rollback_reason
     rolled = [s for s in stages if s.status == "rolled_back"]
     if reason or rolled:
-        why = reason or rolled[0].rollback_reason or "no reason recorded"
+        because = reason or rolled[0].rollback_reason or "no reason recorded"
         where = f" (stage {rolled[0].name})" if rolled else ""
-        return "rolled back", f"rolled back{where}: {why}"
+        return "rolled back", f"rolled back{where}: {because}"
     # Refused: preflight found a blocker (an unsupported combination, a rescued failure) and no
     # stage after the first one started.
     started_later = any(s.status not in ("pending", "skipped") for s in stages[1:])
@@ -493,11 +493,11 @@ def build_change_record(inputs: RecordInputs) -> ChangeRecord:
     canary_hosts = [str(h) for h in inputs.canary.get("hosts") or []]
     observed = _observation(inputs.observation, stages, run)
     return ChangeRecord(
-        run_id=str(run.get("id") or "unknown run"),
+        run_id=run.id or "unknown run",
         cluster=inputs.cluster,
-        runbook=run.get("runbook"),
-        requested_by=run.get("requested_by"),
-        started_at=run.get("started_at"),
+        runbook=run.runbook,
+        requested_by=run.requested_by,
+        started_at=run.started_at,
         outcome=outcome,
         status=status,
         goal_and_risk=GoalAndRisk(
