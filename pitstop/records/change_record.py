@@ -566,6 +566,7 @@ def _observed(result: Any) -> list[str]:
 
 
 def render_markdown(record: ChangeRecord) -> str:
+    """The record for a reviewer: one section per item, in the order of SECTIONS."""
     r = record
     lines = [
         f"# Change record — {r.cluster}: {r.outcome.upper()}",
@@ -579,18 +580,42 @@ def render_markdown(record: ChangeRecord) -> str:
         f"| Requested by | {_cell(r.requested_by)} |",
         f"| Started | {_cell(r.started_at)} |",
     ]
-
     g = r.goal_and_risk
     lines += ["", "## Goal and risk", ""]
     lines += [f"- Goal: {_cell(g.goal or NOT_REACHED)}", f"- Risk: {_cell(g.risk or NOT_REACHED)}"]
-
-    lines += ["", "## Version diff", ""]
-    if r.version_diff.state != "recorded":
-        lines.append(f"_{NOT_REACHED}: no version inventory was taken._")
-    elif not r.version_diff.changes:
-        lines.append(f"No component changes version ({r.version_diff.unchanged} unchanged).")
+    lines += _md_version_diff(r.version_diff)
+    lines += _md_compatibility(r.compatibility_sources)
+    lines += ["", "## Canary scope", ""]
+    if r.canary_scope.state != "recorded":
+        lines.append(f"_{NOT_REACHED}: no canary stage recorded its hosts._")
     else:
-        after = any(c.after is not None for c in r.version_diff.changes)
+        lines += [
+            f"- Hosts: {', '.join(r.canary_scope.hosts) or '—'}",
+            f"- Scope: {_cell(r.canary_scope.scope)}",
+        ]
+    lines += _md_validation(r.validation_results)
+    if lines[-1] != "":
+        lines.append("")
+    lines += _md_observation(r.observation_window)
+    lines += ["", "## Rollback triggers", ""]
+    lines += [f"- {t}" for t in r.rollback_triggers] or ["_none declared_"]
+    failed = r.failures_and_follow_ups
+    lines += ["", "## What actually failed and follow-ups", ""]
+    lines += [f"- {_item(x)}" for x in failed.failures] or ["Nothing failed."]
+    lines += ["", "Follow-ups:", ""]
+    lines += [f"- [ ] {_item(x)}" for x in failed.follow_ups] or ["- none"]
+    lines += _md_stages_and_approvals(r)
+    return "\n".join(lines) + "\n"
+
+
+def _md_version_diff(diff: VersionDiff) -> list[str]:
+    lines = ["", "## Version diff", ""]
+    if diff.state != "recorded":
+        lines.append(f"_{NOT_REACHED}: no version inventory was taken._")
+    elif not diff.changes:
+        lines.append(f"No component changes version ({diff.unchanged} unchanged).")
+    else:
+        after = any(c.after is not None for c in diff.changes)
         if after:
             lines += [
                 "| component | §2 row | current | target | after | validation |",
@@ -599,18 +624,20 @@ def render_markdown(record: ChangeRecord) -> str:
             lines += [
                 f"| {c.component} | {_cell(c.row)} | {_cell(c.current)} | {_cell(c.target)} "
                 f"| {_cell(c.after or NOT_REACHED)} | {_cell(c.validation or NOT_REACHED)} |"
-                for c in r.version_diff.changes
+                for c in diff.changes
             ]
         else:
             lines += ["| component | §2 row | current | target |", "|---|---|---|---|"]
             lines += [
                 f"| {c.component} | {_cell(c.row)} | {_cell(c.current)} | {_cell(c.target)} |"
-                for c in r.version_diff.changes
+                for c in diff.changes
             ]
-        lines += ["", f"{r.version_diff.unchanged} other components unchanged."]
+        lines += ["", f"{diff.unchanged} other components unchanged."]
+    return lines
 
-    c = r.compatibility_sources
-    lines += ["", "## Compatibility sources", ""]
+
+def _md_compatibility(c: CompatibilitySources) -> list[str]:
+    lines = ["", "## Compatibility sources", ""]
     if c.state != "recorded":
         lines.append(f"_{NOT_REACHED}: the compatibility check did not run._")
     else:
@@ -639,20 +666,14 @@ def render_markdown(record: ChangeRecord) -> str:
     else:
         lines.append(f"- CRDs and webhooks: {len(c.crd_webhooks)} finding(s)")
         lines += [f"  - [{f.severity}] {f.subject}: {f.message}" for f in c.crd_webhooks]
+    return lines
 
-    lines += ["", "## Canary scope", ""]
-    if r.canary_scope.state != "recorded":
-        lines.append(f"_{NOT_REACHED}: no canary stage recorded its hosts._")
-    else:
-        lines += [
-            f"- Hosts: {', '.join(r.canary_scope.hosts) or '—'}",
-            f"- Scope: {_cell(r.canary_scope.scope)}",
-        ]
 
-    lines += ["", "## Validation results", ""]
-    if not r.validation_results:
+def _md_validation(results: list[StageValidation]) -> list[str]:
+    lines = ["", "## Validation results", ""]
+    if not results:
         lines.append(f"_{NOT_REACHED}: no acceptance check ran._")
-    for val in r.validation_results:
+    for val in results:
         if val.state != "recorded":
             lines += [f"### After {val.stage}: {NOT_REACHED}", ""]
             continue
@@ -676,28 +697,22 @@ def render_markdown(record: ChangeRecord) -> str:
         lines += [f"- failed: {f}" for f in val.failures]
         lines += [f"- deviation: {d.get('message')}" for d in val.deviations]
         lines.append("")
+    return lines
 
-    o = r.observation_window
-    if lines[-1] != "":
-        lines.append("")
-    lines += ["## Observation window", ""]
+
+def _md_observation(o: ObservationWindow) -> list[str]:
+    lines = ["## Observation window", ""]
     if o.state != "recorded":
         window = f" ({o.window})" if o.window else ""
         lines.append(f"_{NOT_REACHED}{window}: the observation window did not run._")
     else:
         watched = f" (stage {o.stage})" if o.stage else ""
         lines += [f"- Window: {_cell(o.window)}{watched}", *_observed(o.result)]
+    return lines
 
-    lines += ["", "## Rollback triggers", ""]
-    lines += [f"- {t}" for t in r.rollback_triggers] or ["_none declared_"]
 
-    failed = r.failures_and_follow_ups
-    lines += ["", "## What actually failed and follow-ups", ""]
-    lines += [f"- {_item(x)}" for x in failed.failures] or ["Nothing failed."]
-    lines += ["", "Follow-ups:", ""]
-    lines += [f"- [ ] {_item(x)}" for x in failed.follow_ups] or ["- none"]
-
-    lines += ["", "## Stages and approvals", ""]
+def _md_stages_and_approvals(r: ChangeRecord) -> list[str]:
+    lines = ["", "## Stages and approvals", ""]
     if r.stages:
         lines += ["| stage | status | done | failed | rollback reason |", "|---|---|---|---|---|"]
         lines += [
@@ -714,4 +729,4 @@ def render_markdown(record: ChangeRecord) -> str:
             f"{_cell(DECISIONS[a.approve])} | {_cell(a.comment)} | {_cell(a.at)} |"
             for a in r.approvals
         ]
-    return "\n".join(lines) + "\n"
+    return lines
