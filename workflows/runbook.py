@@ -8,10 +8,11 @@ reverse order (this stage, earlier stages, then the run-level `rollback`).
 
 All state lives in one `RunProgress` model, so continuing as new is one call; the engine
 reads and writes each stage through its `StageRun` (`workflows/run_stages.py`). This file
-holds the run's handlers (Update, Signals, Queries) and the stage loop; the pure parts sit
-beside it: variables (`run_vars`), what the run shows (`run_status`), votes (`run_gates`),
-start checks (`run_start`); its children are started and signalled by `run_children`, and
-its Slack messages worded by `notifier`.
+holds the run's handlers (Update, Signals, Queries) and the stage loop. Beside it: the state
+they share (`run_context`), the hosts of a stage (`run_hosts`), observe and rollback
+(`run_rollback`), waiting for gates (`run_gate_wait`), the children (`run_children`), and the
+pure parts: variables (`run_vars`), what the run shows (`run_status`), votes (`run_gates`),
+start checks (`run_start`). Slack messages are worded by `notifier`.
 
 What a client may not decide: `state` (only a continuation of this run, signed by the
 execution it continues, carries it), the messages of the run's hosts (signed by them, see
