@@ -33,6 +33,7 @@ from pitstop.slack.blocks import escalation_reply, gate_message, plain, run_even
 from pitstop.slack.config import SlackConfigError, SlackSettings
 from pitstop.slack.contracts import GateNotice, MessageRef, RunNotice, SlackRunState
 from pitstop.slack.identity import ApproverMapError, load_approver_map
+from workflows.runbook import RunbookWorkflow
 
 log = logging.getLogger("pitstop.notify")
 
@@ -198,7 +199,7 @@ async def _run_thread(run_id: str) -> SlackRunState:
     """The run's Slack thread, asked of the run itself (its `slack_thread` Query)."""
     try:
         handle = activity.client().get_workflow_handle(run_id)
-        state: SlackRunState = await handle.query("slack_thread", result_type=SlackRunState)
+        state: SlackRunState = await handle.query(RunbookWorkflow.slack_thread)
         return state
     except Exception as exc:  # a run started without the engine (tests) or an old run
         log.info("run %s has no Slack thread: %s", run_id, exc)

@@ -334,8 +334,9 @@ def records_change_record(call: ModuleCall) -> ModuleResult:
     args = parse_args(ChangeRecordArgs, call)
     # The record's inputs are the arguments by the same names (less the S3 settings), with the
     # run's id made sure of.
-    fields = args.model_dump(include=set(RecordInputs.model_fields))
-    inputs = RecordInputs.model_validate({**fields, "run": {"id": call.run_id, **args.run}})
+    fields = args.model_dump(include=set(RecordInputs.model_fields) - {"run"})
+    run = args.run if "id" in args.run.model_fields_set else args.run.model_copy(update={"id": call.run_id})
+    inputs = RecordInputs.model_validate({**fields, "run": run})
     record = build_change_record(inputs)
     json_key, md_key = change_record_keys(args, record.run_id)
     document = record.model_dump(mode="json")

@@ -21,7 +21,7 @@ import time
 import uuid
 from collections.abc import Callable, Coroutine
 from pathlib import Path
-from typing import Annotated, Any, TypeVar
+from typing import Annotated, Any, TypeVar, cast
 
 import typer
 from rich.console import Console
@@ -36,10 +36,11 @@ from temporalio.client import (
 from temporalio.service import RPCError
 
 from pitstop.bundle import BundleError, collect
-from pitstop.contracts import Decision, RunReport, RunRequest, RunStatus, VoteRecord
+from pitstop.contracts import Decision, RunReport, RunRequest, VoteRecord
 from pitstop.keys import KeyConfigError, KeyRing, load_key
 from pitstop.settings import Settings
 from pitstop.views import report_view, status_view, ui_link
+from workflows.runbook import RunbookWorkflow
 
 console = Console()
 err_console = Console(stderr=True)
@@ -165,7 +166,7 @@ async def _follow(
     with Live(console=console, refresh_per_second=4, transient=True) as live:
         while not result.done():
             try:
-                status = await handle.query("status", result_type=RunStatus)
+                status = await handle.query(RunbookWorkflow.status)
                 if not quiet:
                     live.update(status_view(status))
             except RPCError:
@@ -312,7 +313,7 @@ def status(
                 console.print(report_view(report))
             return
         try:
-            current = await handle.query("status", result_type=RunStatus)
+            current = await handle.query(RunbookWorkflow.status)
         except RPCError as exc:
             _fail(f"cannot read status of {run_id!r}: {exc.message}")
             return
@@ -325,7 +326,7 @@ def status(
         with Live(status_view(current), console=console, refresh_per_second=2) as live:
             while current.status not in FINAL_STATES:
                 await asyncio.sleep(1.0)
-                current = await handle.query("status", result_type=RunStatus)
+                current = await handle.query(RunbookWorkflow.status)
                 live.update(status_view(current))
 
     _run(go)
@@ -368,7 +369,8 @@ def _decide(run_id: str, approve: bool, gate: str | None, comment: str, as_user:
                 comment=comment,
             )
         try:
-            vote = await handle.execute_update("decide", vote_for, id=click, result_type=VoteRecord)
+            # The SDK types an async Update's result as its coroutine; it is the VoteRecord.
+            vote = cast(VoteRecord, await handle.execute_update(RunbookWorkflow.decide, vote_for, id=click))
         except WorkflowUpdateFailedError as exc:
             cause = exc.cause
             _fail(f"vote refused: {getattr(cause, 'message', None) or cause or exc}")
@@ -391,7 +393,7 @@ def _decide(run_id: str, approve: bool, gate: str | None, comment: str, as_user:
 
 async def _only_open_gate(handle: WorkflowHandle[Any, Any]) -> str:
     try:
-        status = await handle.query("status", result_type=RunStatus)
+        status = await handle.query(RunbookWorkflow.status)
     except RPCError as exc:
         _fail(f"cannot read the gates of {handle.id!r}: {exc.message}")
         raise
@@ -426,13 +428,14 @@ def reject(
     _decide(run_id, False, gate, comment, as_user)
 
 
-def _signal(run_id: str, name: str, *args: str) -> None:
+def _signal(run_id: str, signal: Callable[..., Any], *args: str) -> None:
     settings = Settings.from_env()
+    name = signal.__name__
 
     async def go() -> None:
         client = await _client(settings)
         try:
-            await client.get_workflow_handle(run_id).signal(name, *args)
+            await client.get_workflow_handle(run_id).signal(signal, *args)
         except RPCError as exc:
             _fail(f"cannot signal {run_id!r}: {exc.message}")
         console.print(f"sent {name} to {run_id}")
@@ -442,12 +445,12 @@ def _signal(run_id: str, name: str, *args: str) -> None:
 
 def pause(run_id: Annotated[str, typer.Argument()]) -> None:
     """Stop launching hosts and tasks until `resume`."""
-    _signal(run_id, "pause")
+    _signal(run_id, RunbookWorkflow.pause)
 
 
 def resume(run_id: Annotated[str, typer.Argument()]) -> None:
     """Resume a paused run."""
-    _signal(run_id, "resume")
+    _signal(run_id, RunbookWorkflow.resume)
 
 
 def abort(
@@ -455,12 +458,12 @@ def abort(
     reason: Annotated[str, typer.Option("--reason", "-r")] = "aborted by operator",
 ) -> None:
     """Stop the run at the next task boundary of every host."""
-    _signal(run_id, "abort", reason)
+    _signal(run_id, RunbookWorkflow.abort, reason)
 
 
 def skip_host(run_id: Annotated[str, typer.Argument()], host: Annotated[str, typer.Argument()]) -> None:
     """Skip a host that has not started (or stop it at its next task)."""
-    _signal(run_id, "skip_host", host)
+    _signal(run_id, RunbookWorkflow.skip_host, host)
 
 
 def rollback(
@@ -468,7 +471,7 @@ def rollback(
     reason: Annotated[str, typer.Option("--reason", "-r")] = "rollback requested by operator",
 ) -> None:
     """Trigger the runbook's rollback now."""
-    _signal(run_id, "rollback", reason)
+    _signal(run_id, RunbookWorkflow.rollback, reason)
 
 
 def register(app: typer.Typer) -> None:

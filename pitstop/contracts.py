@@ -4,6 +4,33 @@ Everything that crosses a Temporal boundary (workflow input, activity input/outp
 Update/Signal/Query payloads, the final report) is one of these pydantic models. The
 workflows import this module through `imports_passed_through`, so it must stay free of
 I/O and of client libraries.
+
+Glossary: the six things called "stage"
+---------------------------------------
+A stage is written once, planned once, and then tracked by the run in three records; the
+engine holds the five of one stage together in one `StageRun`.
+
+* `Stage` (`pitstop/runbook/models.py`): the rule, as written in the runbook (tasks, gates,
+  `serial`/`rolling`, `rollback_when`, `observe`, `rollback`). Part of `Plan.runbook`; never
+  changes during a run.
+* `PlannedStage` (here): the plan of that stage, resolved by `plan.load` against the
+  inventory: the hosts it runs on, their failure domains, the warnings a reviewer must see.
+  `Plan.stages`, in history once (the activity's result); never changes during a run.
+* `StageProgress` (here): where the *current* stage is in its phases (`gate_before`, `hosts`,
+  `observe`, `gate_after`) and which hosts started, finished, failed or were skipped.
+  `RunProgress.stage`: only one exists, replaced when the next stage begins; carried across
+  continue-as-new, so that a continued run resumes the stage where it was.
+* `StageStatus` (here): what an operator sees of a stage while the run goes on: its state and
+  each host's state. `RunProgress.statuses`; answered by the `status` Query (`RunStatus.stages`).
+* `StageReport` (here): what a stage did, for the record: every host's `HostResult`, the
+  observe checks, the compensations. `RunProgress.reports`; returned in `RunReport.stages`.
+* `StageRun` (`workflows/run_stages.py`): the engine's handle on one stage, holding the five
+  above together (the progress only while the stage is current). It never crosses a boundary:
+  it is built from `RunProgress` when an execution starts, and every write goes through it to
+  the records above, so that a stage's state is written in one place.
+
+`RunVars` (here) is the `run` variable every task sees, typed from the workflow to the change
+record (`records.change_record`); templates read it as plain JSON data.
 """
 
 from __future__ import annotations
@@ -13,7 +40,16 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from pitstop.approvals import Decision, GateRule, GateState, Requester, RequesterProof, VoteProof, VoteRecord
+from pitstop.approvals import (
+    Decision,
+    GateRule,
+    GateState,
+    GateStatus,
+    Requester,
+    RequesterProof,
+    VoteProof,
+    VoteRecord,
+)
 from pitstop.runbook.inventory import ClusterConfig
 from pitstop.runbook.models import Runbook, Task
 from pitstop.signing import digest
@@ -43,9 +79,11 @@ __all__ = [
     "RunReport",
     "RunRequest",
     "RunStatus",
+    "RunVars",
     "StageProgress",
     "StageReport",
     "StageStatus",
+    "StageVars",
     "TaskOutcome",
     "VoteProof",
     "VoteRecord",
@@ -370,6 +408,70 @@ class RunReport(BaseModel):
     artifacts: list[Artifact] = Field(default_factory=list)
     msg: str = ""
     notices: list[str] = Field(default_factory=list)
+
+
+class FailureVars(BaseModel):
+    """One failed host of a stage (its stage hosts, observe checks and compensations)."""
+
+    host: str
+    task: str | None = None
+    msg: str = ""
+
+
+class StageVars(BaseModel):
+    """One stage's outcome in the `run` variable (`run.stages[i]`)."""
+
+    name: str
+    status: StageState
+    rollback_reason: str | None = None
+    done_hosts: list[str] = Field(default_factory=list)
+    failed_hosts: list[str] = Field(default_factory=list)
+    failures: list[FailureVars] = Field(default_factory=list)
+
+
+class VoteVars(BaseModel):
+    approver: str
+    approve: bool
+    comment: str = ""
+    source: str = ""
+    verified: bool = False
+    # ISO 8601 text, as templates and the change record show it.
+    at: str
+
+
+class GateVars(BaseModel):
+    """One gate and its votes in the `run` variable (`run.gates[i]`)."""
+
+    id: str
+    status: GateStatus
+    closed_reason: str | None = None
+    votes: list[VoteVars] = Field(default_factory=list)
+
+
+class RunVars(BaseModel):
+    """The `run` variable: who asked for the run, and every stage's outcome and gate's votes so far.
+
+    Built by the engine (`workflows/run_vars.py`) for every host's input; a runbook hands it to
+    `records.change_record` as `run: "{{ run }}"`, which reads it back as this model. Every field
+    has a default so that a record built outside the engine may pass only what it has.
+    """
+
+    id: str = ""
+    runbook: str | None = None
+    cluster: str | None = None
+    requested_by: str | None = None
+    # Whether a holder of the vote key vouched for the requester (and who that was).
+    requester_verified: bool = False
+    requester_source: str | None = None
+    check_mode: bool = False
+    started_at: str | None = None
+    rollback_reason: str | None = None
+    stages: list[StageVars] = Field(default_factory=list)
+    gates: list[GateVars] = Field(default_factory=list)
+
+    def as_template_var(self) -> dict[str, Any]:
+        """What templates see as `run`: plain JSON data."""
+        return self.model_dump(mode="json")
 
 
 # Messages between a run and its host workflows. Each carries the sender's signature (worker

@@ -25,12 +25,13 @@ from rich.table import Table
 from temporalio.client import Client, WorkflowHandle, WorkflowUpdateFailedError
 
 from pitstop.bundle import collect
-from pitstop.contracts import Decision, RunReport, RunRequest, RunStatus
+from pitstop.contracts import Decision, RunReport, RunRequest
 from pitstop.devstack import DevStack, StackConfig
 from pitstop.keys import KeyRing
 from pitstop.proofs import sign_request, signed_decision
 from pitstop.settings import Settings
 from pitstop.views import report_view, status_view, styled, ui_link
+from workflows.runbook import RunbookWorkflow
 
 
 def demo_vote(vote_key: KeyRing | None, run_id: str, gate_id: str, approver: str) -> Decision:
@@ -51,7 +52,7 @@ def demo_vote(vote_key: KeyRing | None, run_id: str, gate_id: str, approver: str
 
 
 async def answer_gates(
-    handle: WorkflowHandle[object, RunReport],
+    handle: WorkflowHandle[Any, RunReport],
     approver: str,
     console: Console,
     vote_key: KeyRing | None = None,
@@ -59,15 +60,18 @@ async def answer_gates(
     """Approve every open gate once, as `approver`, through the `decide` Update."""
     answered: set[str] = set()
     while True:
-        status = await handle.query("status", result_type=RunStatus)
+        status = await handle.query(RunbookWorkflow.status)
         for gate in status.gates:
             gate_id = gate.rule.gate_id
             if gate.status != "open" or gate_id in answered:
                 continue
             answered.add(gate_id)
             try:
-                await handle.execute_update(
-                    "decide", demo_vote(vote_key, handle.id, gate_id, approver), id=f"demo-{gate_id}"
+                # (The SDK types an async Update's result as its coroutine: nothing left unawaited.)
+                _ = await handle.execute_update(
+                    RunbookWorkflow.decide,
+                    demo_vote(vote_key, handle.id, gate_id, approver),
+                    id=f"demo-{gate_id}",
                 )
                 console.print(f"[green]demo approver {approver} approved {gate_id}[/green]")
             except WorkflowUpdateFailedError as exc:
@@ -151,7 +155,7 @@ async def run_demo(
             result = asyncio.ensure_future(handle.result())
             with Live(console=console, refresh_per_second=4, transient=True) as live:
                 while not result.done():
-                    live.update(status_view(await handle.query("status", result_type=RunStatus)))
+                    live.update(status_view(await handle.query(RunbookWorkflow.status)))
                     await asyncio.wait([result], timeout=0.5)
             if voter is not None:
                 voter.cancel()

@@ -8,6 +8,9 @@ Update, its Signal twin, timers, stops), a background task compares each gate wi
 message last showed and sends what differs. Progress and rollback lines go into the thread
 under the run's first message.
 
+The run hands the notifier facts (a stage ended, a rollback began, the run ended); the wording
+of every message is here, none in the engine.
+
 Nothing here may hold the run up or fail it: the activities run beside the run with short
 timeouts and bounded retries, and a failure becomes a notice in the run's status and report.
 """
@@ -23,7 +26,7 @@ from temporalio.common import RetryPolicy
 from temporalio.exceptions import ActivityError, FailureError
 
 with workflow.unsafe.imports_passed_through():
-    from pitstop.contracts import GateState, RunProgress
+    from pitstop.contracts import GateState, RunProgress, RunState, StageStatus
     from pitstop.slack.blocks import escape
     from pitstop.slack.contracts import GateMessage, GateNotice, MessageRef, RunNotice, add_notice
 
@@ -96,6 +99,23 @@ class SlackNotifier:
         """A line in the run's thread (sent in the background, in order)."""
         if self.enabled and self.progress.slack.thread is not None:
             self._outbox.append((text, broadcast))
+
+    def stage_ended(self, status: StageStatus) -> None:
+        """A stage ended (or stopped): its state and how many hosts ended how."""
+        counts: dict[str, int] = {}
+        for value in status.hosts.values():
+            counts[value] = counts.get(value, 0) + 1
+        summary = ", ".join(f"{n} {state}" for state, n in sorted(counts.items())) or "no hosts"
+        self.say(f"Stage *{escape(status.name)}*: {status.status} ({summary})")
+
+    def rolling_back(self, reason: str) -> None:
+        """A rollback began: everyone in the channel sees it."""
+        self.say(f":rewind: Rolling back: {escape(reason)}", broadcast=True)
+
+    def run_ended(self, final: RunState, msg: str) -> None:
+        """The run's outcome; anything but success is shown in the channel too."""
+        ending = f"Run ended: *{final}*" + (f": {escape(msg)}" if msg else "")
+        self.say(ending, broadcast=final != "succeeded")
 
     async def stop(self) -> None:
         """Send everything still due, then stop following (before continue-as-new and at the end)."""

@@ -185,10 +185,6 @@ def order_hosts(hosts: Sequence[str], domain_of: Mapping[str, str], order: str) 
     return result
 
 
-def window_size(max_in_flight: SerialValue, total: int) -> int:
-    return resolve_count(max_in_flight, total)
-
-
 def lower_bound_makespan(
     durations: Mapping[str, float],
     domain_of: Mapping[str, str],

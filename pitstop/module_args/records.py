@@ -7,6 +7,7 @@ from typing import Any
 
 from pydantic import Field, field_validator
 
+from pitstop.contracts import RunVars
 from pitstop.module_args.storage import DEFAULT_PREFIX, STORAGE_RETRY, S3Args
 from pitstop.modules import ModuleArgs, ModuleSpec, register
 
@@ -106,7 +107,7 @@ class ChangeRecordArgs(S3Args):
     )
     observation: ObservationArgs = Field(default_factory=ObservationArgs)
     rollback_triggers: list[str] = Field(default_factory=list, description="The declared rollback triggers.")
-    run: dict[str, Any] = Field(default_factory=dict, description="The engine's `run` variable.")
+    run: RunVars = Field(default_factory=RunVars, description="The engine's `run` variable.")
     follow_ups: list[str] = Field(default_factory=list, description="Follow-ups written by people.")
     failure: str | None = Field(
         default=None,

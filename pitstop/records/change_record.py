@@ -20,6 +20,8 @@ from typing import Any, Final, Literal
 
 from pydantic import BaseModel, Field
 
+from pitstop.contracts import RunVars
+
 NOT_REACHED: Final = "not reached"
 SectionState = Literal["recorded", "not reached"]
 Outcome = Literal["succeeded", "rolled back", "failed", "refused in preflight", "incomplete"]
@@ -172,7 +174,7 @@ class RecordInputs(BaseModel):
     acceptance: dict[str, dict[str, Any]] = Field(default_factory=dict)
     observation: dict[str, Any] = Field(default_factory=dict)
     rollback_triggers: list[str] = Field(default_factory=list)
-    run: dict[str, Any] = Field(default_factory=dict)
+    run: RunVars = Field(default_factory=RunVars)
     follow_ups: list[str] = Field(default_factory=list)
     failure: str | None = Field(default=None, description="What failed, as a rescue saw it.")
 
@@ -340,41 +342,39 @@ def _worst_nodes(result: dict[str, Any], check: str, direction: str) -> list[str
     return []
 
 
-def _stages(run: dict[str, Any]) -> list[StageOutcome]:
+def _stages(run: RunVars) -> list[StageOutcome]:
     return [
         StageOutcome(
-            name=str(s.get("name")),
-            status=str(s.get("status")),
-            rollback_reason=s.get("rollback_reason"),
-            done_hosts=list(s.get("done_hosts") or []),
-            failed_hosts=list(s.get("failed_hosts") or []),
+            name=s.name,
+            status=s.status,
+            rollback_reason=s.rollback_reason,
+            done_hosts=list(s.done_hosts),
+            failed_hosts=list(s.failed_hosts),
         )
-        for s in run.get("stages") or []
-        if isinstance(s, dict)
+        for s in run.stages
     ]
 
 
-def _approvals(run: dict[str, Any]) -> list[Approval]:
+def _approvals(run: RunVars) -> list[Approval]:
     out: list[Approval] = []
-    for gate in run.get("gates") or []:
-        votes = gate.get("votes") or []
-        if not votes:
-            out.append(Approval(gate=str(gate.get("id")), status=str(gate.get("status"))))
-        for vote in votes:
+    for gate in run.gates:
+        if not gate.votes:
+            out.append(Approval(gate=gate.id, status=gate.status))
+        for vote in gate.votes:
             out.append(
                 Approval(
-                    gate=str(gate.get("id")),
-                    status=str(gate.get("status")),
-                    approver=vote.get("approver"),
-                    approve=vote.get("approve"),
-                    comment=str(vote.get("comment") or ""),
-                    at=vote.get("at"),
+                    gate=gate.id,
+                    status=gate.status,
+                    approver=vote.approver,
+                    approve=vote.approve,
+                    comment=vote.comment,
+                    at=vote.at,
                 )
             )
     return out
 
 
-def _observation(observation: dict[str, Any], stages: list[StageOutcome], run: dict[str, Any]) -> Any:
+def _observation(observation: dict[str, Any], stages: list[StageOutcome], run: RunVars) -> Any:
     """The observation's result: given, or the outcome of the stage it watched (None: not reached)."""
     given = observation.get("result")
     name = observation.get("stage")
@@ -383,8 +383,8 @@ def _observation(observation: dict[str, Any], stages: list[StageOutcome], run: d
     stage = next((s for s in stages if s.name == name), None)
     if stage is None or stage.status not in ("ok", *_FAILED_STAGE):
         return None  # never reached, or still being observed
-    summary: dict[str, Any] = next((s for s in run.get("stages") or [] if s.get("name") == name), {})
-    problems = [f"{f.get('host')}: {f.get('msg')}" for f in summary.get("failures") or []]
+    summary = next((s for s in run.stages if s.name == name), None)
+    problems = [f"{f.host}: {f.msg}" for f in summary.failures] if summary is not None else []
     if stage.status == "ok":
         return {"failed": False, "msg": f"stage {name} was observed without a failing check"}
     why = stage.rollback_reason or "; ".join(problems) or stage.status.replace("_", " ")
@@ -399,7 +399,7 @@ def _failures(
 ) -> FailuresAndFollowUps:
     failures: list[str] = [inputs.failure] if inputs.failure else []
     follow: list[str] = []
-    reason = inputs.run.get("rollback_reason")
+    reason = inputs.run.rollback_reason
     if reason:
         failures.append(f"the run rolled back: {reason}")
     for stage in stages:
@@ -452,12 +452,12 @@ def _failures(
 def _outcome(
     inputs: RecordInputs, stages: list[StageOutcome], compat: CompatibilitySources, failures: list[str]
 ) -> tuple[Outcome, str]:
-    reason = inputs.run.get("rollback_reason")
+    reason = inputs.run.rollback_reason
     rolled = [s for s in stages if s.status == "rolled_back"]
     if reason or rolled:
-        why = reason or rolled[0].rollback_reason or "no reason recorded"
+        because = reason or rolled[0].rollback_reason or "no reason recorded"
         where = f" (stage {rolled[0].name})" if rolled else ""
-        return "rolled back", f"rolled back{where}: {why}"
+        return "rolled back", f"rolled back{where}: {because}"
     # Refused: preflight found a blocker (an unsupported combination, a rescued failure) and no
     # stage after the first one started.
     started_later = any(s.status not in ("pending", "skipped") for s in stages[1:])
@@ -493,11 +493,11 @@ def build_change_record(inputs: RecordInputs) -> ChangeRecord:
     canary_hosts = [str(h) for h in inputs.canary.get("hosts") or []]
     observed = _observation(inputs.observation, stages, run)
     return ChangeRecord(
-        run_id=str(run.get("id") or "unknown run"),
+        run_id=run.id or "unknown run",
         cluster=inputs.cluster,
-        runbook=run.get("runbook"),
-        requested_by=run.get("requested_by"),
-        started_at=run.get("started_at"),
+        runbook=run.runbook,
+        requested_by=run.requested_by,
+        started_at=run.started_at,
         outcome=outcome,
         status=status,
         goal_and_risk=GoalAndRisk(
@@ -566,6 +566,7 @@ def _observed(result: Any) -> list[str]:
 
 
 def render_markdown(record: ChangeRecord) -> str:
+    """The record for a reviewer: one section per item, in the order of SECTIONS."""
     r = record
     lines = [
         f"# Change record — {r.cluster}: {r.outcome.upper()}",
@@ -579,18 +580,42 @@ def render_markdown(record: ChangeRecord) -> str:
         f"| Requested by | {_cell(r.requested_by)} |",
         f"| Started | {_cell(r.started_at)} |",
     ]
-
     g = r.goal_and_risk
     lines += ["", "## Goal and risk", ""]
     lines += [f"- Goal: {_cell(g.goal or NOT_REACHED)}", f"- Risk: {_cell(g.risk or NOT_REACHED)}"]
-
-    lines += ["", "## Version diff", ""]
-    if r.version_diff.state != "recorded":
-        lines.append(f"_{NOT_REACHED}: no version inventory was taken._")
-    elif not r.version_diff.changes:
-        lines.append(f"No component changes version ({r.version_diff.unchanged} unchanged).")
+    lines += _md_version_diff(r.version_diff)
+    lines += _md_compatibility(r.compatibility_sources)
+    lines += ["", "## Canary scope", ""]
+    if r.canary_scope.state != "recorded":
+        lines.append(f"_{NOT_REACHED}: no canary stage recorded its hosts._")
     else:
-        after = any(c.after is not None for c in r.version_diff.changes)
+        lines += [
+            f"- Hosts: {', '.join(r.canary_scope.hosts) or '—'}",
+            f"- Scope: {_cell(r.canary_scope.scope)}",
+        ]
+    lines += _md_validation(r.validation_results)
+    if lines[-1] != "":
+        lines.append("")
+    lines += _md_observation(r.observation_window)
+    lines += ["", "## Rollback triggers", ""]
+    lines += [f"- {t}" for t in r.rollback_triggers] or ["_none declared_"]
+    failed = r.failures_and_follow_ups
+    lines += ["", "## What actually failed and follow-ups", ""]
+    lines += [f"- {_item(x)}" for x in failed.failures] or ["Nothing failed."]
+    lines += ["", "Follow-ups:", ""]
+    lines += [f"- [ ] {_item(x)}" for x in failed.follow_ups] or ["- none"]
+    lines += _md_stages_and_approvals(r)
+    return "\n".join(lines) + "\n"
+
+
+def _md_version_diff(diff: VersionDiff) -> list[str]:
+    lines = ["", "## Version diff", ""]
+    if diff.state != "recorded":
+        lines.append(f"_{NOT_REACHED}: no version inventory was taken._")
+    elif not diff.changes:
+        lines.append(f"No component changes version ({diff.unchanged} unchanged).")
+    else:
+        after = any(c.after is not None for c in diff.changes)
         if after:
             lines += [
                 "| component | §2 row | current | target | after | validation |",
@@ -599,18 +624,20 @@ def render_markdown(record: ChangeRecord) -> str:
             lines += [
                 f"| {c.component} | {_cell(c.row)} | {_cell(c.current)} | {_cell(c.target)} "
                 f"| {_cell(c.after or NOT_REACHED)} | {_cell(c.validation or NOT_REACHED)} |"
-                for c in r.version_diff.changes
+                for c in diff.changes
             ]
         else:
             lines += ["| component | §2 row | current | target |", "|---|---|---|---|"]
             lines += [
                 f"| {c.component} | {_cell(c.row)} | {_cell(c.current)} | {_cell(c.target)} |"
-                for c in r.version_diff.changes
+                for c in diff.changes
             ]
-        lines += ["", f"{r.version_diff.unchanged} other components unchanged."]
+        lines += ["", f"{diff.unchanged} other components unchanged."]
+    return lines
 
-    c = r.compatibility_sources
-    lines += ["", "## Compatibility sources", ""]
+
+def _md_compatibility(c: CompatibilitySources) -> list[str]:
+    lines = ["", "## Compatibility sources", ""]
     if c.state != "recorded":
         lines.append(f"_{NOT_REACHED}: the compatibility check did not run._")
     else:
@@ -639,20 +666,14 @@ def render_markdown(record: ChangeRecord) -> str:
     else:
         lines.append(f"- CRDs and webhooks: {len(c.crd_webhooks)} finding(s)")
         lines += [f"  - [{f.severity}] {f.subject}: {f.message}" for f in c.crd_webhooks]
+    return lines
 
-    lines += ["", "## Canary scope", ""]
-    if r.canary_scope.state != "recorded":
-        lines.append(f"_{NOT_REACHED}: no canary stage recorded its hosts._")
-    else:
-        lines += [
-            f"- Hosts: {', '.join(r.canary_scope.hosts) or '—'}",
-            f"- Scope: {_cell(r.canary_scope.scope)}",
-        ]
 
-    lines += ["", "## Validation results", ""]
-    if not r.validation_results:
+def _md_validation(results: list[StageValidation]) -> list[str]:
+    lines = ["", "## Validation results", ""]
+    if not results:
         lines.append(f"_{NOT_REACHED}: no acceptance check ran._")
-    for val in r.validation_results:
+    for val in results:
         if val.state != "recorded":
             lines += [f"### After {val.stage}: {NOT_REACHED}", ""]
             continue
@@ -676,28 +697,22 @@ def render_markdown(record: ChangeRecord) -> str:
         lines += [f"- failed: {f}" for f in val.failures]
         lines += [f"- deviation: {d.get('message')}" for d in val.deviations]
         lines.append("")
+    return lines
 
-    o = r.observation_window
-    if lines[-1] != "":
-        lines.append("")
-    lines += ["## Observation window", ""]
+
+def _md_observation(o: ObservationWindow) -> list[str]:
+    lines = ["## Observation window", ""]
     if o.state != "recorded":
         window = f" ({o.window})" if o.window else ""
         lines.append(f"_{NOT_REACHED}{window}: the observation window did not run._")
     else:
         watched = f" (stage {o.stage})" if o.stage else ""
         lines += [f"- Window: {_cell(o.window)}{watched}", *_observed(o.result)]
+    return lines
 
-    lines += ["", "## Rollback triggers", ""]
-    lines += [f"- {t}" for t in r.rollback_triggers] or ["_none declared_"]
 
-    failed = r.failures_and_follow_ups
-    lines += ["", "## What actually failed and follow-ups", ""]
-    lines += [f"- {_item(x)}" for x in failed.failures] or ["Nothing failed."]
-    lines += ["", "Follow-ups:", ""]
-    lines += [f"- [ ] {_item(x)}" for x in failed.follow_ups] or ["- none"]
-
-    lines += ["", "## Stages and approvals", ""]
+def _md_stages_and_approvals(r: ChangeRecord) -> list[str]:
+    lines = ["", "## Stages and approvals", ""]
     if r.stages:
         lines += ["| stage | status | done | failed | rollback reason |", "|---|---|---|---|---|"]
         lines += [
@@ -714,4 +729,4 @@ def render_markdown(record: ChangeRecord) -> str:
             f"{_cell(DECISIONS[a.approve])} | {_cell(a.comment)} | {_cell(a.at)} |"
             for a in r.approvals
         ]
-    return "\n".join(lines) + "\n"
+    return lines

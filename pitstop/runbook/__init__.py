@@ -16,7 +16,6 @@ from pitstop.runbook.models import (
     SourcePos,
     Stage,
     Task,
-    count_of,
 )
 from pitstop.runbook.patterns import PatternError
 from pitstop.runbook.schema import inventory_json_schema, runbook_json_schema
@@ -49,7 +48,6 @@ __all__ = [
     "Task",
     "TemplateError",
     "check_syntax",
-    "count_of",
     "evaluate",
     "evaluate_bool",
     "inventory_json_schema",

@@ -6,7 +6,6 @@ is turned into these by `pitstop.runbook.validate`; these models never see raw Y
 
 from __future__ import annotations
 
-import math
 import re
 import warnings
 from typing import Annotated, Any, Literal
@@ -48,13 +47,6 @@ COUNT_OR_PERCENT_SCHEMA: dict[str, Any] = {
 CountOrPercent = Annotated[
     int | str, BeforeValidator(_count_or_percent), WithJsonSchema(COUNT_OR_PERCENT_SCHEMA)
 ]
-
-
-def count_of(value: int | str, total: int) -> int:
-    """Hosts meant by `value` out of `total` (percentages round down, but never below 1)."""
-    if isinstance(value, int):
-        return value
-    return max(1, math.floor(total * float(value.rstrip("% ")) / 100))
 
 
 def _str_list(value: Any) -> Any:
@@ -100,22 +92,12 @@ class SourcePos(_Frozen):
 
 
 class Serial(RootModel[tuple[CountOrPercent, ...]]):
-    """Ansible's `serial`: one batch size, or a ramp `[1, 5, "25%"]` whose last size repeats."""
+    """Ansible's `serial`: one batch size, or a ramp `[1, 5, "25%"]` whose last size repeats.
+    The batches themselves are cut by `workflows.rollout.serial_batches`."""
 
     model_config = ConfigDict(frozen=True)
 
     root: tuple[CountOrPercent, ...] = Field(min_length=1)
-
-    def batch_sizes(self, total: int) -> list[int]:
-        sizes: list[int] = []
-        remaining = total
-        index = 0
-        while remaining > 0:
-            size = min(count_of(self.root[min(index, len(self.root) - 1)], total), remaining)
-            sizes.append(size)
-            remaining -= size
-            index += 1
-        return sizes
 
 
 def _serial_input(value: Any) -> Any:

@@ -23,6 +23,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import hmac
+from typing import cast
 
 from pydantic import BaseModel
 from temporalio.client import Client, WorkflowUpdateFailedError
@@ -32,6 +33,7 @@ from pitstop.approvals import Decision, VoteRecord
 from pitstop.keys import KeyRing
 from pitstop.proofs import signed_decision
 from pitstop.slack.contracts import ButtonValue
+from workflows.runbook import RunbookWorkflow
 
 SOURCE_PREFIX = "slack"
 # How long a click waits for the run to take the vote before the voter is told it is pending.
@@ -85,7 +87,8 @@ async def cast_vote(client: Client, run_id: str, vote: Decision, vote_id: str) -
     handle = client.get_workflow_handle(run_id)
     try:
         async with asyncio.timeout(VOTE_TIMEOUT_S):
-            record = await handle.execute_update("decide", vote, id=vote_id, result_type=VoteRecord)
+            # The SDK types an async Update's result as its coroutine; it is the VoteRecord.
+            record = cast(VoteRecord, await handle.execute_update(RunbookWorkflow.decide, vote, id=vote_id))
     except TimeoutError:
         # No worker has taken the Update (workers down, or the run's task queue is backed up).
         # Whether it is applied later is the server's business; the voter must not guess.

@@ -12,7 +12,7 @@ from temporalio.exceptions import ApplicationError
 from activities.records import records_change_record
 from pitstop.acceptance.judge import Measurement, Policy, judge
 from pitstop.acceptance.probes import select
-from pitstop.contracts import ModuleCall
+from pitstop.contracts import ModuleCall, RunVars
 from pitstop.records.change_record import (
     SECTIONS,
     RecordInputs,
@@ -253,8 +253,9 @@ def test_a_canary_regression_rollback_says_why_and_follows_up_on_the_slow_node()
         update={
             "acceptance": {"canary-gpu-nodes": acceptance(205, before["measured"])},
             "observation": {"window": "30m", "result": None},
-            "run": run_var(
-                ["ok", "ok", "rolled_back", "pending"], reason=reason, canary_failed=["gpu-node-001"]
+            # model_copy does not validate: the typed `run` is built here.
+            "run": RunVars.model_validate(
+                run_var(["ok", "ok", "rolled_back", "pending"], reason=reason, canary_failed=["gpu-node-001"])
             ),
         }
     )

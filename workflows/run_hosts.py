@@ -1,0 +1,260 @@
+"""A stage's hosts: launch them within the stage's windows and failure budget, collect how each
+ended, and run one-off children (observe checks, compensations).
+
+The scheduling itself is pure (`workflows/rollout.py`, fed by `StageRun.windows`); this is the
+workflow side of it: starting children with signed inputs, waking on news (a host ended, an
+operator's pause, abort, skip or rollback), and stopping the stage when a rollback trigger
+holds. Workflow code, no I/O.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any, Literal
+
+from temporalio import workflow
+
+from workflows import trust
+
+with workflow.unsafe.imports_passed_through():
+    from pitstop.contracts import HostInput, HostResult, RunVars
+    from pitstop.runbook.models import Task
+    from workflows import gates as gate_rules
+    from workflows import run_vars
+    from workflows.rollout import RolloutLimits, RolloutState, blocked_reason, next_hosts, stop_launching
+    from workflows.run_children import Command
+    from workflows.run_context import RunContext
+    from workflows.run_stages import StageRun
+
+# How a stage's host loop ended: every eligible host finished, a stop was requested or
+# triggered, or nothing can start although hosts remain (their domains are unavailable).
+DriveOutcome = Literal["done", "stopped", "stuck"]
+
+
+class ContinueAsNew(Exception):
+    """Raised inside the stage loop when the execution should continue as new."""
+
+
+class HostDriver:
+    def __init__(self, run: RunContext) -> None:
+        self.run = run
+        self.completed: list[HostResult] = []
+        self.launches = 0
+
+    async def run_hosts(self, stage: StageRun) -> DriveOutcome:
+        self._skip_failed_earlier(stage)
+        state = stage.rollout_state()
+        for eligible, limits in stage.windows(state.hosts):
+            # A serial batch is a barrier: only its hosts are eligible until it is done.
+            state.eligible = eligible
+            outcome = await self._drive(stage, state, limits)
+            if outcome != "done":
+                return outcome
+        return "done"
+
+    async def _drive(self, stage: StageRun, state: RolloutState, limits: RolloutLimits) -> DriveOutcome:
+        """Launch and collect hosts until the eligible ones are done, or the stage stops."""
+        run = self.run
+        while True:
+            while self.completed:
+                self._collect(stage, state, self.completed.pop(0))
+            for host in sorted(run.hosts_to_skip & set(state.pending())):
+                stage.host_skipped(host, "skipped by operator", workflow.now(), state)
+            stop = self._stop_reason(stage, state, limits)
+            if stop is not None:
+                run.halt_reason = stop
+            elif not run.paused:
+                if self._launch_budget() <= 0:
+                    if not state.in_flight and state.pending():
+                        raise ContinueAsNew()
+                else:
+                    hosts = next_hosts(state, limits)[: self._launch_budget()]
+                    state.in_flight.update(hosts)
+                    if hosts:
+                        await self._launch(stage, hosts)
+            pending = state.pending()
+            stage.status.blocked_reason = self._blocked_reason(state, limits, stop) if pending else None
+            run.details()
+            if not state.in_flight:
+                if stop is not None:
+                    return "stopped"
+                if not pending:
+                    return "done"
+                if not run.paused and self._launch_budget() > 0 and not next_hosts(state, limits):
+                    return "stuck"
+            await self._wait_for_news(state)
+
+    async def _wait_for_news(self, state: RolloutState) -> None:
+        # Wake on news only: a condition that stays true (an abort already seen) would
+        # spin instead of waiting for the hosts in flight.
+        run = self.run
+        paused, aborted, rollback = run.paused, run.abort_reason, run.rollback_request
+        await workflow.wait_condition(
+            lambda: (
+                bool(self.completed)
+                or run.paused != paused
+                or run.abort_reason != aborted
+                or run.rollback_request != rollback
+                or bool(run.hosts_to_skip & set(state.pending()))
+            )
+        )
+
+    def _launch_budget(self) -> int:
+        """Launches left in this execution before it continues as new."""
+        if workflow.info().is_continue_as_new_suggested():
+            return 0
+        return self.run.request.max_launches_per_execution - self.launches
+
+    def _stop_reason(self, stage: StageRun, state: RolloutState, limits: RolloutLimits) -> str | None:
+        if self.run.abort_reason is not None:
+            return f"aborted: {self.run.abort_reason}"
+        trigger = self.rollback_trigger(stage)
+        if trigger is not None:
+            return trigger
+        if stop_launching(state, limits):
+            return blocked_reason(state, limits) or "the stage's failure budget is spent"
+        return None
+
+    def _blocked_reason(self, state: RolloutState, limits: RolloutLimits, stop: str | None) -> str | None:
+        if stop is not None:
+            return f"stopping: {stop}"
+        if self.run.paused:
+            return "paused by operator"
+        return blocked_reason(state, limits)
+
+    def _skip_failed_earlier(self, stage: StageRun) -> None:
+        # As in Ansible, a host that failed takes no further part in the run.
+        failed_in = self.run.stage_runs().failed_earlier(stage)
+        for host in stage.plan.hosts:
+            if host in failed_in and host not in stage.current().skipped:
+                stage.host_skipped(host, f"not run: failed in stage {failed_in[host]!r}", workflow.now())
+
+    # --- children ------------------------------------------------------------------------
+    async def _launch(self, stage: StageRun, hosts: list[str]) -> None:
+        """Start one HostWorkflow per host, their inputs signed together (one local activity)."""
+        wid = workflow.info().workflow_id
+        inputs: list[tuple[HostInput, str]] = []
+        for host in hosts:
+            self.launches += 1
+            stage.host_started(host)
+            child_id = f"{wid}/{stage.name}/{host}"
+            self.run.children.ids[host] = child_id
+            unsigned = self._host_input(stage, host, stage.rule.tasks, stage_handlers=True)
+            inputs.append((trust.normalized(unsigned), child_id))
+        signed = await trust.sign_host_inputs(inputs)
+        await asyncio.gather(
+            *(
+                self._start_host(stage, inp, child_id)
+                for inp, (_, child_id) in zip(signed, inputs, strict=True)
+            )
+        )
+
+    async def _start_host(self, stage: StageRun, inp: HostInput, child_id: str) -> None:
+        handle = await self.run.children.start(inp, child_id, aux=False)
+        await self._catch_up(handle, inp.host)
+        self.run.in_background(self._await_child(inp.host, stage.name, handle))
+
+    async def _catch_up(self, handle: Any, host: str) -> None:
+        """Tell a host that just started what it missed while its input was signed and it was
+        started: an abort, a skip, a pause (each command goes to the hosts running when it is given)."""
+        run = self.run
+        command: tuple[Command, str] | None = None
+        if run.abort_reason is not None:
+            command = ("abort", run.abort_reason)
+        elif host in run.hosts_to_skip and host in run.children.stage:
+            command = ("abort", "skipped by operator")
+        elif run.paused:
+            command = ("pause", "")
+        if command is not None:
+            await run.children.command(command[0], command[1], [handle])
+
+    async def _await_child(self, host: str, stage: str, handle: Any) -> None:
+        self.completed.append(await self.run.children.result(host, stage, handle))
+
+    async def run_aux(self, stage: StageRun | None, host: str, tasks: list[Task], suffix: str) -> HostResult:
+        """A one-off child (observe check, rollback), reachable for its gates and run_once."""
+        children = self.run.children
+        child_id = f"{workflow.info().workflow_id}/{suffix}"
+        children.ids[host] = child_id
+        unsigned = self._host_input(stage, host, tasks, stage_handlers=False, select_tags=False)
+        [inp] = await trust.sign_host_inputs([(trust.normalized(unsigned), child_id)])
+        handle = await children.start(inp, child_id, aux=True)
+        await self._catch_up(handle, host)
+        try:
+            result = await children.result(host, stage.name if stage else "run", handle)
+        finally:
+            children.ended(host, aux=True)
+        self._close_host_gates(host, f"host {host} ended ({result.status})")
+        self._keep(result)
+        return result
+
+    def _close_host_gates(self, host: str, why: str) -> None:
+        # A host that ended (skipped, aborted) while its gate was open no longer waits for
+        # it: close the gate, so that it neither takes votes nor counts as open.
+        gates = self.run.p().gates
+        for gate_id, gate in list(gates.items()):
+            if gate.status == "open" and gate_id.endswith(f"@{host}"):
+                gates[gate_id] = gate_rules.close_on_run_end(gate, workflow.now(), f"closed: {why}")
+
+    def _collect(self, stage: StageRun, state: RolloutState, result: HostResult) -> None:
+        self.run.children.ended(result.host, aux=False)
+        self._close_host_gates(result.host, f"host {result.host} ended ({result.status})")
+        self._keep(stage.host_ended(result, state, skip_requested=result.host in self.run.hosts_to_skip))
+
+    def _keep(self, result: HostResult) -> None:
+        """What a host leaves for the rest of the run: its facts and its artifacts."""
+        progress = self.run.p()
+        if result.facts:
+            progress.host_facts.setdefault(result.host, {}).update(result.facts)
+        for host, facts in result.delegated_facts.items():
+            progress.host_facts.setdefault(host, {}).update(facts)
+        known = {a.uri for a in progress.artifacts}
+        for artifact in result.artifacts:
+            if artifact.uri not in known:
+                progress.artifacts.append(artifact)
+                known.add(artifact.uri)
+
+    # --- variables -------------------------------------------------------------------------
+    def _host_input(
+        self,
+        stage: StageRun | None,
+        host: str,
+        tasks: list[Task],
+        stage_handlers: bool,
+        select_tags: bool = True,
+    ) -> HostInput:
+        progress = self.run.p()
+        return run_vars.host_input(
+            run_id=workflow.info().workflow_id,
+            plan=progress.plan,
+            stage=stage,
+            host=host,
+            tasks=tasks,
+            host_facts=progress.host_facts,
+            run=self.run_vars(),
+            requested_by=self.run.request.requested_by,
+            stage_handlers=stage_handlers,
+            select_tags=select_tags,
+        )
+
+    def run_vars(self) -> RunVars:
+        run = self.run
+        return run_vars.run_vars(
+            run_id=workflow.info().workflow_id,
+            runbook=run.request.runbook,
+            requested_by=run.request.requested_by,
+            requester=run.who(),
+            check_mode=run.request.check_mode,
+            progress=run.progress,
+            stages=list(run.stages) if run.stages is not None else [],
+        )
+
+    def rollback_trigger(self, stage: StageRun) -> str | None:
+        plan = self.run.p().plan
+        return run_vars.rollback_trigger(
+            stage=stage,
+            rollback_request=self.run.rollback_request,
+            play=plan.runbook.vars,
+            extra=plan.extra_vars,
+            run=self.run_vars(),
+        )

@@ -1,0 +1,242 @@
+"""The variables a run gives its hosts: host input, `hostvars`, `groups`, `run`, `stage`, and the
+context `rollback_when` is evaluated in.
+
+Run-level precedence, lowest first, as Ansible's (each layer is a named argument of
+`task_layers`, so that the order is written once):
+
+1. `inventory`: the host's inventory variables (`hostvars[host]`);
+2. `play`: the runbook's `vars`;
+3. `stage`: the stage's `vars`;
+4. `facts`: what the host set with `set_fact` in earlier stages (above play vars, as Ansible's);
+5. `extra`: the run request's extra vars (highest).
+
+Then the magic variables: `groups` (unless a layer set it), `run` and `stage`.
+
+Pure: no Temporal calls (the run's id is passed in), no I/O.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from pitstop.contracts import (
+    FailureVars,
+    GateState,
+    GateVars,
+    HostInput,
+    Plan,
+    Requester,
+    RunProgress,
+    RunVars,
+    StageVars,
+    VoteVars,
+)
+from pitstop.runbook.models import Stage, Task
+from pitstop.runbook.templating import TemplateError, evaluate_bool
+from workflows.rollout import failure_budget_exceeded
+from workflows.run_stages import StageRun
+
+LOCALHOST = "localhost"
+
+
+def task_layers(
+    *,
+    inventory: Mapping[str, Any],
+    play: Mapping[str, Any],
+    stage: Mapping[str, Any],
+    facts: Mapping[str, Any],
+    extra: Mapping[str, Any],
+) -> dict[str, Any]:
+    """The run-level variable layers merged, lowest precedence first."""
+    merged: dict[str, Any] = dict(inventory)
+    merged.update(play)
+    merged.update(stage)
+    merged.update(facts)
+    merged.update(extra)
+    return merged
+
+
+def hostvars(plan: Plan, host_facts: Mapping[str, Mapping[str, Any]]) -> dict[str, dict[str, Any]]:
+    """`hostvars`, with the facts localhost set in earlier stages: run-wide results (the version
+    inventory, the acceptance baseline) are set there and read by every host as
+    `hostvars['localhost'].<fact>`. Other hosts' facts stay their own, so that a task's input
+    does not grow with the fleet."""
+    carried = host_facts.get(LOCALHOST)
+    if not carried:
+        return plan.hostvars
+    merged = dict(plan.hostvars)
+    merged[LOCALHOST] = {**merged.get(LOCALHOST, {"inventory_hostname": LOCALHOST}), **carried}
+    return merged
+
+
+def groups(plan: Plan) -> dict[str, list[str]]:
+    """Ansible's `groups` magic variable: each group's hosts, and `all`."""
+    out: dict[str, list[str]] = {"all": []}
+    for host, hv in plan.hostvars.items():
+        if host != LOCALHOST:
+            out["all"].append(host)
+        for group in hv.get("group_names") or []:
+            out.setdefault(str(group), []).append(host)
+    return out
+
+
+def run_vars(
+    *,
+    run_id: str,
+    runbook: str,
+    requested_by: str,
+    requester: Requester,
+    check_mode: bool,
+    progress: RunProgress | None,
+    stages: Sequence[StageRun],
+) -> RunVars:
+    """The `run` variable: who asked, and (once planned) every stage's outcome and gate's votes."""
+    return RunVars(
+        id=run_id,
+        runbook=progress.plan.runbook.name if progress else runbook,
+        cluster=progress.plan.cluster.name if progress and progress.plan.cluster else None,
+        requested_by=requested_by,
+        requester_verified=requester.verified,
+        requester_source=requester.subject,
+        check_mode=check_mode,
+        started_at=progress.started_at.isoformat() if progress else None,
+        rollback_reason=progress.rollback_reason if progress else None,
+        stages=[stage_outcome(s) for s in stages],
+        gates=[gate_outcome(gate_id, g) for gate_id, g in progress.gates.items()] if progress else [],
+    )
+
+
+def stage_outcome(stage: StageRun) -> StageVars:
+    status = stage.status
+    return StageVars(
+        name=status.name,
+        status=status.status,
+        rollback_reason=status.rollback_reason,
+        done_hosts=[h for h, st in status.hosts.items() if st == "ok"],
+        failed_hosts=[h for h, st in status.hosts.items() if st == "failed"],
+        failures=[
+            FailureVars(host=h.host, task=h.failed_task, msg=h.msg[:500]) for h in stage.failed_results()
+        ],
+    )
+
+
+def gate_outcome(gate_id: str, gate: GateState) -> GateVars:
+    return GateVars(
+        id=gate_id,
+        status=gate.status,
+        closed_reason=gate.closed_reason,
+        votes=[
+            VoteVars(
+                approver=v.approver,
+                approve=v.approve,
+                comment=v.comment,
+                source=v.source,
+                verified=v.verified,
+                at=v.at.isoformat(),
+            )
+            for v in gate.votes
+        ],
+    )
+
+
+def stage_vars(stage: StageRun | None) -> dict[str, Any]:
+    """The `stage` variable: the stage's hosts and how they fared so far ({} outside a stage)."""
+    if stage is None:
+        return {}
+    progress = stage.progress
+    return {
+        "name": stage.name,
+        "hosts": list(stage.plan.hosts),
+        "done_hosts": list(progress.done) if progress else stage.hosts_with("ok"),
+        "failed_hosts": list(progress.failed) if progress else stage.hosts_with("failed"),
+        "skipped_hosts": list(progress.skipped) if progress else stage.hosts_with("skipped"),
+        "results": {h.host: {"status": h.status, "msg": h.msg} for h in stage.report.hosts},
+    }
+
+
+def host_input(
+    *,
+    run_id: str,
+    plan: Plan,
+    stage: StageRun | None,
+    host: str,
+    tasks: list[Task],
+    host_facts: Mapping[str, Mapping[str, Any]],
+    run: RunVars,
+    requested_by: str,
+    stage_handlers: bool,
+    select_tags: bool = True,
+) -> HostInput:
+    """The input of one host workflow: `tasks` on `host`, within `stage` (None: run-level)."""
+    rule: Stage | None = stage.rule if stage is not None else None
+    merged = task_layers(
+        inventory=plan.hostvars.get(host, {"inventory_hostname": host, "group_names": []}),
+        play=plan.runbook.vars,
+        stage=rule.vars if rule is not None else {},
+        facts=host_facts.get(host, {}),
+        extra=plan.extra_vars,
+    )
+    merged.setdefault("groups", groups(plan))
+    merged["run"] = run.as_template_var()
+    merged["stage"] = stage_vars(stage)
+    if rule is not None and rule.tags:
+        # A stage's tags apply to every task in it, as a play's do in Ansible.
+        tasks = [t.model_copy(update={"tags": [*rule.tags, *t.tags]}) for t in tasks]
+    handlers = [*(rule.handlers if rule is not None and stage_handlers else []), *plan.runbook.handlers]
+    return HostInput(
+        run_workflow_id=run_id,
+        run_id=run_id,
+        stage=rule.name if rule is not None else "run",
+        host=host,
+        tasks=tasks,
+        handlers=handlers,
+        vars=merged,
+        hostvars=hostvars(plan, host_facts),
+        modules=plan.modules,
+        task_queue=plan.task_queue,
+        cluster=plan.cluster,
+        check_mode=plan.check_mode,
+        # Compensations and observe checks run whole, whatever --tags chose.
+        tags=plan.tags if select_tags else [],
+        skip_tags=plan.skip_tags if select_tags else [],
+        approvers=plan.runbook.approvers,
+        requested_by=requested_by,
+    )
+
+
+def rollback_trigger(
+    *,
+    stage: StageRun,
+    rollback_request: str | None,
+    play: Mapping[str, Any],
+    extra: Mapping[str, Any],
+    run: RunVars,
+) -> str | None:
+    """Why the stage must roll back now (an operator's request, its failure budget, a
+    `rollback_when` expression that holds), or None."""
+    if rollback_request is not None:
+        return rollback_request
+    rule = stage.rule
+    failed = stage.current().failed
+    total = len(stage.plan.hosts)
+    if rule.any_errors_fatal and failed:
+        return f"any_errors_fatal: {failed[0]} failed in stage {rule.name!r}"
+    if failure_budget_exceeded(len(failed), total, rule.max_fail_percentage):
+        return (
+            f"failure budget exceeded in stage {rule.name!r}: {len(failed)} of {total} hosts failed "
+            f"(max_fail_percentage {rule.max_fail_percentage:g})"
+        )
+    if not rule.rollback_when:
+        return None
+    # No host's inventory or facts here: the expressions speak of the stage and the run.
+    ctx = task_layers(inventory={}, play=play, stage=rule.vars, facts={}, extra=extra)
+    ctx["stage"] = stage_vars(stage)
+    ctx["run"] = run.as_template_var()
+    for expression in rule.rollback_when:
+        try:
+            if evaluate_bool(expression, ctx):
+                return f"rollback_when held in stage {rule.name!r}: {expression}" + stage.failures_said()
+        except TemplateError as exc:
+            return f"rollback_when could not be evaluated ({exc}); rolling back to be safe"
+    return None
