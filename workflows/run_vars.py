@@ -1,16 +1,10 @@
 """The variables a run gives its hosts: host input, `hostvars`, `groups`, `run`, `stage`, and the
 context `rollback_when` is evaluated in.
 
-Run-level precedence, lowest first, as Ansible's (each layer is a named argument of
-`task_layers`, so that the order is written once):
-
-1. `inventory`: the host's inventory variables (`hostvars[host]`);
-2. `play`: the runbook's `vars`;
-3. `stage`: the stage's `vars`;
-4. `facts`: what the host set with `set_fact` in earlier stages (above play vars, as Ansible's);
-5. `extra`: the run request's extra vars (highest).
-
-Then the magic variables: `groups` (unless a layer set it), `run` and `stage`.
+Run-level precedence is `pitstop.runbook.scope`'s (the same `VarScope` the host workflow
+stacks its task layers on, so that the order is written once): `groups` (unless a layer sets
+it) < the host's inventory variables < the runbook's `vars` < the stage's `vars` < facts the
+host set in earlier stages < the request's extra vars < the engine's `run` and `stage`.
 
 Pure: no Temporal calls (the run's id is passed in), no I/O.
 """
@@ -33,6 +27,7 @@ from pitstop.contracts import (
     VoteVars,
 )
 from pitstop.runbook.models import Stage, Task
+from pitstop.runbook.scope import VarScope
 from pitstop.runbook.templating import TemplateError, evaluate_bool
 from workflows.rollout import failure_budget_exceeded
 from workflows.run_stages import StageRun
@@ -40,21 +35,29 @@ from workflows.run_stages import StageRun
 LOCALHOST = "localhost"
 
 
-def task_layers(
+def run_scope(
     *,
     inventory: Mapping[str, Any],
     play: Mapping[str, Any],
     stage: Mapping[str, Any],
     facts: Mapping[str, Any],
     extra: Mapping[str, Any],
-) -> dict[str, Any]:
-    """The run-level variable layers merged, lowest precedence first."""
-    merged: dict[str, Any] = dict(inventory)
-    merged.update(play)
-    merged.update(stage)
-    merged.update(facts)
-    merged.update(extra)
-    return merged
+    groups: Mapping[str, Any] | None = None,
+    magic: Mapping[str, Any] | None = None,
+) -> VarScope:
+    """The run-level layers as one `VarScope` (named arguments, placed by their precedence)."""
+    layers: dict[str, Mapping[str, Any]] = {
+        "inventory": inventory,
+        "play": play,
+        "stage": stage,
+        "stage_facts": facts,
+        "extra_vars": extra,
+    }
+    if groups is not None:
+        layers["groups"] = {"groups": groups}
+    if magic is not None:
+        layers["run_magic"] = magic
+    return VarScope(layers)
 
 
 def hostvars(plan: Plan, host_facts: Mapping[str, Mapping[str, Any]]) -> dict[str, dict[str, Any]]:
@@ -170,16 +173,17 @@ def host_input(
 ) -> HostInput:
     """The input of one host workflow: `tasks` on `host`, within `stage` (None: run-level)."""
     rule: Stage | None = stage.rule if stage is not None else None
-    merged = task_layers(
-        inventory=plan.hostvars.get(host, {"inventory_hostname": host, "group_names": []}),
-        play=plan.runbook.vars,
-        stage=rule.vars if rule is not None else {},
-        facts=host_facts.get(host, {}),
-        extra=plan.extra_vars,
+    merged = dict(
+        run_scope(
+            inventory=plan.hostvars.get(host, {"inventory_hostname": host, "group_names": []}),
+            play=plan.runbook.vars,
+            stage=rule.vars if rule is not None else {},
+            facts=host_facts.get(host, {}),
+            extra=plan.extra_vars,
+            groups=groups(plan),
+            magic={"run": run.as_template_var(), "stage": stage_vars(stage)},
+        ).merged()
     )
-    merged.setdefault("groups", groups(plan))
-    merged["run"] = run.as_template_var()
-    merged["stage"] = stage_vars(stage)
     if rule is not None and rule.tags:
         # A stage's tags apply to every task in it, as a play's do in Ansible.
         tasks = [t.model_copy(update={"tags": [*rule.tags, *t.tags]}) for t in tasks]
@@ -230,9 +234,14 @@ def rollback_trigger(
     if not rule.rollback_when:
         return None
     # No host's inventory or facts here: the expressions speak of the stage and the run.
-    ctx = task_layers(inventory={}, play=play, stage=rule.vars, facts={}, extra=extra)
-    ctx["stage"] = stage_vars(stage)
-    ctx["run"] = run.as_template_var()
+    ctx = run_scope(
+        inventory={},
+        play=play,
+        stage=rule.vars,
+        facts={},
+        extra=extra,
+        magic={"stage": stage_vars(stage), "run": run.as_template_var()},
+    ).merged()
     for expression in rule.rollback_when:
         try:
             if evaluate_bool(expression, ctx):

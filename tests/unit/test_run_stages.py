@@ -122,14 +122,24 @@ def test_stage_vars_come_from_progress_while_current_and_from_the_report_after(p
 
 
 def test_run_level_layers_override_lowest_first() -> None:
-    merged = run_vars.task_layers(
+    merged = run_vars.run_scope(
         inventory={"a": "inventory", "b": "inventory", "c": "inventory", "d": "inventory", "e": "inventory"},
         play={"b": "play", "c": "play", "d": "play", "e": "play"},
         stage={"c": "stage", "d": "stage", "e": "stage"},
         facts={"d": "facts", "e": "facts"},
-        extra={"e": "extra"},
-    )
-    assert merged == {"a": "inventory", "b": "play", "c": "stage", "d": "facts", "e": "extra"}
+        extra={"e": "extra", "run": "extra"},
+        groups={"all": ["h"]},
+        magic={"run": "magic"},
+    ).merged()
+    assert merged == {
+        "groups": {"all": ["h"]},
+        "a": "inventory",
+        "b": "play",
+        "c": "stage",
+        "d": "facts",
+        "e": "extra",
+        "run": "magic",
+    }
 
 
 def test_host_input_sees_the_layers_and_the_magic_variables(progress: RunProgress) -> None:
