@@ -9,7 +9,7 @@ from pitstop.kube.diff import object_diff
 from pitstop.kube.names import job_name
 from pitstop.kube.selectors import check_selector, matches, object_selector_matches
 from pitstop.kube.taints import describe, with_taint, without_taint
-from pitstop.sim import annotations as sim
+from pitstop_sim import annotations as sim
 
 
 def test_adding_a_taint_is_idempotent_and_replaces_a_different_value() -> None:

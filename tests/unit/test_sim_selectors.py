@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from pitstop.sim.errors import ApiError
-from pitstop.sim.resources import ResourceRegistry
-from pitstop.sim.selectors import (
+from pitstop_sim.errors import ApiError
+from pitstop_sim.resources import ResourceRegistry
+from pitstop_sim.selectors import (
     labels_match,
     parse_field_selector,
     parse_label_selector,
