@@ -6,9 +6,10 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from pitstop.kube.objects import meta
 from pitstop_sim.annotations import KUEUE_QUEUE_LABEL
 from pitstop_sim.errors import ApiError, bad_request, invalid
-from pitstop_sim.objects import meta, new_uid, now, random_suffix
+from pitstop_sim.objects import new_uid, now, random_suffix
 from pitstop_sim.quantity import is_quantity
 from pitstop_sim.resources import ResourceType
 from pitstop_sim.store import clone

@@ -10,6 +10,11 @@ Checkpoint protocol (pods or Jobs):
 
 from __future__ import annotations
 
+# Deliberately written here again rather than imported from `pitstop.kube.annotations`: these
+# are a contract between pitstop and the workloads it drains, and the simulator plays the
+# workload's side, so a name pitstop gets wrong must not be wrong here too.
+# tests/unit/test_kube_helpers.py holds the shared names of both sides equal.
+
 DOMAIN_LABEL = "topology.kubernetes.io/zone"
 HOSTNAME_LABEL = "kubernetes.io/hostname"
 GPU_PRESENT_LABEL = "nvidia.com/gpu.present"

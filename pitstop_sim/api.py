@@ -12,10 +12,23 @@ import base64
 import binascii
 import builtins
 import json
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from pitstop.kube.objects import (
+    annotations_of,
+    controller_of,
+    is_terminating,
+    meta,
+    name_of,
+    pod_is_finished,
+    pod_is_ready,
+    pod_node,
+    pod_phase,
+)
+from pitstop.kube.selectors import selector_requirements
 from pitstop_sim import admission
 from pitstop_sim.clock import rfc3339
 from pitstop_sim.context import SimContext
@@ -31,26 +44,10 @@ from pitstop_sim.errors import (
     unsupported_media_type,
 )
 from pitstop_sim.models import PdbViolation
-from pitstop_sim.objects import (
-    DEFAULT_CONTAINER_ANNOTATION,
-    annotations_of,
-    controller_ref,
-    is_terminating,
-    meta,
-    name_of,
-    pod_is_ready,
-    pod_is_terminal,
-    pod_node,
-    pod_phase,
-)
+from pitstop_sim.objects import DEFAULT_CONTAINER_ANNOTATION
 from pitstop_sim.patch import PatchError, json_patch, merge_patch, strategic_merge_patch
 from pitstop_sim.resources import ResourceType, crd_resource_type
-from pitstop_sim.selectors import (
-    parse_field_selector,
-    parse_label_selector,
-    selector_requirements,
-    selector_string,
-)
+from pitstop_sim.selectors import parse_field_selector, parse_label_selector, selector_string
 from pitstop_sim.store import ListResult, ObjectExists, ObjectMissing, VersionConflict, clone
 
 Obj = dict[str, Any]
@@ -58,8 +55,12 @@ Obj = dict[str, Any]
 JSON_PATCH = "application/json-patch+json"
 MERGE_PATCH = "application/merge-patch+json"
 STRATEGIC_PATCH = "application/strategic-merge-patch+json"
-APPLY_PATCH = "application/apply-patch+yaml"
-PATCH_TYPES = (JSON_PATCH, MERGE_PATCH, STRATEGIC_PATCH)
+# Content type of a PATCH -> how it applies (server-side apply, apply-patch+yaml, is refused).
+PATCHERS: dict[str, Callable[[Any, Any], Any]] = {
+    JSON_PATCH: json_patch,
+    MERGE_PATCH: merge_patch,
+    STRATEGIC_PATCH: strategic_merge_patch,
+}
 
 EVICTION_REFUSED = "Cannot evict pod as it would violate the pod's disruption budget."
 
@@ -197,11 +198,12 @@ class KubeApi:
         dry_run: bool = False,
     ) -> Obj:
         kind = content_type.split(";")[0].strip().lower()
-        if kind == APPLY_PATCH:
+        if kind == "application/apply-patch+yaml":
             raise ApiError(
                 415, "UnsupportedMediaType", "server-side apply is not supported by the rehearsal cluster"
             )
-        if kind not in PATCH_TYPES:
+        patcher = PATCHERS.get(kind)
+        if patcher is None:
             raise unsupported_media_type(content_type or "<none>")
         if kind == STRATEGIC_PATCH and rt.custom:
             raise ApiError(
@@ -217,14 +219,9 @@ class KubeApi:
         old = self.get(rt, namespace, name)
         current = clone(old)
         try:
-            if kind == JSON_PATCH:
-                patched = json_patch(current, patch)
-            elif not isinstance(patch, dict):
+            if kind != JSON_PATCH and not isinstance(patch, dict):
                 raise bad_request("patch body must be a JSON object")
-            elif kind == MERGE_PATCH:
-                patched = merge_patch(current, patch)
-            else:
-                patched = strategic_merge_patch(current, patch)
+            patched = patcher(current, patch)
         except PatchError as exc:
             raise ApiError(
                 422, "Invalid", f"the server rejected our request due to an error in our request: {exc}"
@@ -312,7 +309,7 @@ class KubeApi:
         immediate = (
             grace == 0
             or not pod_node(pod)
-            or pod_is_terminal(pod)
+            or pod_is_finished(pod)
             or self.ctx.scenario.timing.pod_termination_seconds <= 0
         )
         if immediate:
@@ -346,7 +343,7 @@ class KubeApi:
         pod = self.get(pods, namespace, name)
         options = body.get("deleteOptions") or {}
         pdbs = self.pdbs_covering(pod)
-        ignore_pdb = pod_is_terminal(pod) or pod_phase(pod) == "Pending" or is_terminating(pod)
+        ignore_pdb = pod_is_finished(pod) or pod_phase(pod) == "Pending" or is_terminating(pod)
         if not ignore_pdb and len(pdbs) > 1:
             raise ApiError(
                 500,
@@ -405,7 +402,7 @@ class KubeApi:
         )
 
     def scale_of(self, pod: Obj) -> int | None:
-        ref = controller_ref(pod)
+        ref = controller_of(pod)
         if ref is None:
             return None
         ns = meta(pod).get("namespace")
@@ -413,7 +410,7 @@ class KubeApi:
             rs = self.ctx.store.get("replicasets", ns, ref["name"])
             if rs is None:
                 return None
-            parent = controller_ref(rs)
+            parent = controller_of(rs)
             if parent is not None and parent.get("kind") == "Deployment":
                 deploy = self.ctx.store.get("deployments", ns, parent["name"])
                 if deploy is not None:
@@ -443,7 +440,7 @@ class KubeApi:
                         t=round(self.ctx.clock.now(), 3),
                         pdb=f"{meta(pdb).get('namespace')}/{name_of(pdb)}",
                         pod=f"{meta(pod).get('namespace')}/{name_of(pod)}",
-                        node=pod_node(pod),
+                        node=pod_node(pod) or None,
                         via=via,
                         current_healthy=status["currentHealthy"],
                         desired_healthy=status["desiredHealthy"],

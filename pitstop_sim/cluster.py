@@ -28,6 +28,7 @@ from aiohttp import web
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 from ruamel.yaml import YAML
 
+from pitstop.kube.objects import name_of
 from pitstop_sim.access import AccessControl, Denial, TokenAuthenticator
 from pitstop_sim.admin import AdminRoutes
 from pitstop_sim.api import KubeApi
@@ -52,7 +53,6 @@ from pitstop_sim.models import (
     ProfileUpdate,
     TimelineEvent,
 )
-from pitstop_sim.objects import name_of
 from pitstop_sim.platform import PlatformOps
 from pitstop_sim.rbac import RbacAuthorizer
 from pitstop_sim.rbac_policy import install_rbac, parse_account

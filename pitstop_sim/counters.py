@@ -12,16 +12,7 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any, Literal
 
-from pitstop_sim.annotations import CHECKPOINT_DONE, CHECKPOINT_PROTOCOL, CHECKPOINT_REQUESTED, GANG_LABEL
-from pitstop_sim.clock import SimClock
-from pitstop_sim.models import (
-    CountersSnapshot,
-    DomainUnavailability,
-    EvictionRecord,
-    PdbViolation,
-    TimelineEvent,
-)
-from pitstop_sim.objects import (
+from pitstop.kube.objects import (
     annotations_of,
     is_daemonset_pod,
     labels_of,
@@ -32,6 +23,15 @@ from pitstop_sim.objects import (
     node_is_unschedulable,
     pod_is_active,
     pod_node,
+)
+from pitstop_sim.annotations import CHECKPOINT_DONE, CHECKPOINT_PROTOCOL, CHECKPOINT_REQUESTED, GANG_LABEL
+from pitstop_sim.clock import SimClock
+from pitstop_sim.models import (
+    CountersSnapshot,
+    DomainUnavailability,
+    EvictionRecord,
+    PdbViolation,
+    TimelineEvent,
 )
 from pitstop_sim.store import WatchEvent
 
@@ -87,12 +87,12 @@ class Recorder:
         self.requests[label] += 1
 
     def eviction(self, pod: Obj, outcome: Literal["evicted", "refused", "dry-run"], pdb: str | None) -> None:
-        node = pod_node(pod)
+        node = pod_node(pod) or None
         training = GANG_LABEL in labels_of(pod)
         checkpoint = checkpoint_state(pod) if training else None
         record = EvictionRecord(
             t=round(self._clock.now(), 3),
-            namespace=namespace_of(pod) or "",
+            namespace=namespace_of(pod),
             pod=name_of(pod),
             uid=meta(pod).get("uid", ""),
             node=node,
@@ -112,7 +112,7 @@ class Recorder:
             self._removed_from(node, pod)
 
     def deletion(self, pod: Obj, *, forced: bool) -> None:
-        node = pod_node(pod)
+        node = pod_node(pod) or None
         self.deletions[node or ""] += 1
         if forced:
             self.forced[node or ""] += 1

@@ -11,9 +11,10 @@ import math
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
+from pitstop.kube.objects import controller_of, is_terminating, meta, name_of, pod_is_ready
+from pitstop.kube.selectors import labels_match, selector_requirements
 from pitstop_sim.clock import parse_rfc3339
-from pitstop_sim.objects import controller_ref, is_terminating, meta, name_of, pod_is_ready, set_condition
-from pitstop_sim.selectors import labels_match, selector_requirements
+from pitstop_sim.objects import set_condition
 
 Obj = dict[str, Any]
 # Returns the desired replica count of a pod's controller, or None when it has no scalable one.
@@ -78,7 +79,7 @@ def compute_status(
         expected = 0
         seen: set[str] = set()
         for pod in pods:
-            ref = controller_ref(pod)
+            ref = controller_of(pod)
             scale = scale_of(dict(pod))
             if ref is None or scale is None:
                 error = True

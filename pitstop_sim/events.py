@@ -7,7 +7,8 @@ import contextlib
 from collections import deque
 from typing import Any
 
-from pitstop_sim.objects import meta, name_of, namespace_of, new_uid, now
+from pitstop.kube.objects import meta, name_of, namespace_of
+from pitstop_sim.objects import new_uid, now
 from pitstop_sim.store import ObjectExists, ObjectMissing, ObjectStore
 
 Obj = dict[str, Any]
@@ -45,7 +46,7 @@ class EventRecorder:
                 "apiVersion": obj.get("apiVersion", "v1"),
                 "kind": obj.get("kind", ""),
                 "name": name_of(obj),
-                "namespace": namespace_of(obj) or "",
+                "namespace": namespace_of(obj),
                 "uid": meta(obj).get("uid", ""),
                 "resourceVersion": meta(obj).get("resourceVersion", ""),
             },

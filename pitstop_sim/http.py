@@ -17,6 +17,7 @@ from typing import Any
 from aiohttp import web
 from ruamel.yaml.error import YAMLError
 
+from pitstop.kube.objects import is_terminating, meta, pod_is_finished
 from pitstop.safe_yaml import safe_load
 from pitstop_sim import openapi, tables
 from pitstop_sim.access import AccessControl
@@ -25,7 +26,6 @@ from pitstop_sim.api import KubeApi
 from pitstop_sim.context import SimContext
 from pitstop_sim.errors import ApiError, bad_request, method_not_allowed, not_found_path, unauthorized
 from pitstop_sim.faults import RequestInfo
-from pitstop_sim.objects import is_terminating, meta, pod_is_terminal
 from pitstop_sim.resources import ResourceType, version_info
 from pitstop_sim.selectors import parse_field_selector, parse_label_selector
 from pitstop_sim.store import encode
@@ -435,7 +435,7 @@ class HttpFrontend:
             if len(full) > sent:
                 await response.write(full[sent:].encode())
                 sent = len(full)
-            if pod_is_terminal(pod) or is_terminating(pod):
+            if pod_is_finished(pod) or is_terminating(pod):
                 break
         await response.write_eof()
         return response

@@ -1,17 +1,19 @@
-"""Small helpers over API objects (plain dicts): readiness, ownership, resources, taints.
+"""What the simulator's controllers and API do to objects beyond reading them: new names and
+uids, owner references, resource quantities, taints and tolerations, node affinity, conditions.
 
-Controllers and the API share these so that "is this pod healthy?" has one answer.
+Reading an object ("is this pod ready?", "which node is it on?") is `pitstop.kube.objects`,
+the same answer pitstop's modules use.
 """
 
 from __future__ import annotations
 
 import random
-import string
 import uuid
 from collections.abc import Iterable, Mapping
 from decimal import Decimal
 from typing import Any
 
+from pitstop.kube.objects import meta, name_of
 from pitstop_sim.clock import rfc3339
 from pitstop_sim.quantity import parse_quantity
 
@@ -20,31 +22,6 @@ Obj = dict[str, Any]
 GPU = "nvidia.com/gpu"
 DEFAULT_CONTAINER_ANNOTATION = "kubectl.kubernetes.io/default-container"
 _NAME_CHARS = "bcdfghjklmnpqrstvwxz2456789"  # the apiserver's generateName alphabet
-
-
-def meta(obj: Mapping[str, Any]) -> Obj:
-    return obj.get("metadata") or {}
-
-
-def name_of(obj: Mapping[str, Any]) -> str:
-    return str(meta(obj).get("name", ""))
-
-
-def namespace_of(obj: Mapping[str, Any]) -> str | None:
-    return meta(obj).get("namespace")
-
-
-def labels_of(obj: Mapping[str, Any]) -> dict[str, str]:
-    return meta(obj).get("labels") or {}
-
-
-def annotations_of(obj: Mapping[str, Any]) -> dict[str, str]:
-    return meta(obj).get("annotations") or {}
-
-
-def qualified_name(obj: Mapping[str, Any]) -> str:
-    ns = namespace_of(obj)
-    return f"{ns}/{name_of(obj)}" if ns else name_of(obj)
 
 
 def new_uid() -> str:
@@ -56,18 +33,8 @@ def random_suffix(rng: random.Random | None = None, length: int = 5) -> str:
     return "".join(rng.choice(_NAME_CHARS) for _ in range(length))
 
 
-def hash_suffix(rng: random.Random | None = None) -> str:
-    rng = rng or random.Random()
-    return "".join(rng.choice(string.digits + "bcdf") for _ in range(10))
-
-
 def now() -> str:
     return rfc3339()
-
-
-def controller_ref(obj: Mapping[str, Any]) -> Obj | None:
-    refs: list[Obj] = meta(obj).get("ownerReferences") or []
-    return next((ref for ref in refs if ref.get("controller")), None)
 
 
 def owner_ref(owner: Mapping[str, Any], *, block: bool = True) -> Obj:
@@ -79,39 +46,6 @@ def owner_ref(owner: Mapping[str, Any], *, block: bool = True) -> Obj:
         "controller": True,
         "blockOwnerDeletion": block,
     }
-
-
-def is_terminating(obj: Mapping[str, Any]) -> bool:
-    return bool(meta(obj).get("deletionTimestamp"))
-
-
-# --- pods ------------------------------------------------------------------------------------
-
-
-def pod_phase(pod: Mapping[str, Any]) -> str:
-    return str((pod.get("status") or {}).get("phase", "Pending"))
-
-
-def pod_is_terminal(pod: Mapping[str, Any]) -> bool:
-    return pod_phase(pod) in ("Succeeded", "Failed")
-
-
-def pod_is_active(pod: Mapping[str, Any]) -> bool:
-    """Counts against its controller's replicas: not finished and not being deleted."""
-    return not pod_is_terminal(pod) and not is_terminating(pod)
-
-
-def pod_is_ready(pod: Mapping[str, Any]) -> bool:
-    if pod_phase(pod) != "Running":
-        return False
-    for cond in (pod.get("status") or {}).get("conditions") or []:
-        if cond.get("type") == "Ready":
-            return bool(cond.get("status") == "True")
-    return False
-
-
-def pod_node(pod: Mapping[str, Any]) -> str | None:
-    return (pod.get("spec") or {}).get("nodeName") or None
 
 
 def pod_requests(pod: Mapping[str, Any]) -> dict[str, Decimal]:
@@ -128,37 +62,8 @@ def pod_requests(pod: Mapping[str, Any]) -> dict[str, Decimal]:
     return total
 
 
-def pod_gpus(pod: Mapping[str, Any]) -> int:
-    return int(pod_requests(pod).get(GPU, Decimal(0)))
-
-
-def is_daemonset_pod(pod: Mapping[str, Any]) -> bool:
-    ref = controller_ref(pod)
-    return bool(ref and ref.get("kind") == "DaemonSet")
-
-
-def uses_empty_dir(pod: Mapping[str, Any]) -> bool:
-    return any("emptyDir" in v for v in (pod.get("spec") or {}).get("volumes") or [])
-
-
-# --- nodes -----------------------------------------------------------------------------------
-
-
-def node_condition(node: Mapping[str, Any], kind: str) -> Obj | None:
-    conditions: list[Obj] = (node.get("status") or {}).get("conditions") or []
-    return next((cond for cond in conditions if cond.get("type") == kind), None)
-
-
-def node_is_ready(node: Mapping[str, Any]) -> bool:
-    cond = node_condition(node, "Ready")
-    return bool(cond and cond.get("status") == "True")
-
-
-def node_is_unschedulable(node: Mapping[str, Any]) -> bool:
-    return bool((node.get("spec") or {}).get("unschedulable"))
-
-
-def node_allocatable(node: Mapping[str, Any]) -> dict[str, Decimal]:
+def allocatable_of(node: Mapping[str, Any]) -> dict[str, Decimal]:
+    """Every allocatable resource of a node as a quantity (the scheduler's view)."""
     out: dict[str, Decimal] = {}
     for name, value in ((node.get("status") or {}).get("allocatable") or {}).items():
         try:

@@ -1,9 +1,9 @@
 """The three patch formats clients send: JSON patch (RFC 6902), JSON merge patch (RFC 7386)
 and strategic merge patch (kubectl's default for built-in types).
 
-Strategic merge needs each list's merge key. The apiserver reads it from Go struct tags; here
-the lists pitstop and kubectl touch are named below (a list not named is replaced whole, which
-is also what the apiserver does for lists without a patch strategy, e.g. `spec.taints`).
+Strategic merge needs each list's merge key. The apiserver reads it from the Go struct tags of
+the API types, as kubectl does when it computes the patch; both read one table here,
+`pitstop.kube.merge_keys` (a list with no patch strategy is replaced whole, e.g. `spec.taints`).
 """
 
 from __future__ import annotations
@@ -11,28 +11,9 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-Obj = dict[str, Any]
+from pitstop.kube.merge_keys import list_merge
 
-# field name -> merge key (None: merge primitive lists as a set, like `finalizers`)
-MERGE_KEYS: dict[str, str | None] = {
-    "containers": "name",
-    "initContainers": "name",
-    "ephemeralContainers": "name",
-    "env": "name",
-    "volumes": "name",
-    "volumeMounts": "mountPath",
-    "volumeDevices": "devicePath",
-    "ports": "containerPort",
-    "conditions": "type",
-    "ownerReferences": "uid",
-    "imagePullSecrets": "name",
-    "hostAliases": "ip",
-    "addresses": "type",
-    "topologySpreadConstraints": "topologyKey",
-    "resourceClaims": "name",
-    "schedulingGates": "name",
-    "finalizers": None,
-}
+Obj = dict[str, Any]
 
 
 class PatchError(ValueError):
@@ -58,6 +39,11 @@ def merge_patch(target: Any, patch: Any) -> Any:
 
 
 def strategic_merge_patch(target: Any, patch: Any) -> Any:
+    return _merge_map(target, patch, "")
+
+
+def _merge_map(target: Any, patch: Any, parent: str) -> Any:
+    """`patch` onto `target`, a map standing in field `parent` (what merge keys depend on)."""
     if not isinstance(patch, dict):
         return copy.deepcopy(patch)
     if patch.get("$patch") == "replace":
@@ -73,14 +59,15 @@ def strategic_merge_patch(target: Any, patch: Any) -> Any:
             field = key.split("/", 1)[1]
             result[field] = [v for v in result.get(field) or [] if v not in value]
             continue
+        strategy = list_merge(key, parent) if isinstance(value, list) else None
         if value is None:
             result.pop(key, None)
-        elif isinstance(value, list) and key in MERGE_KEYS and isinstance(result.get(key), list):
-            result[key] = _merge_list(result[key], value, MERGE_KEYS[key])
+        elif strategy is not None and isinstance(result.get(key), list):
+            result[key] = _merge_list(result[key], value, key, strategy.key)
         elif isinstance(value, list):
             result[key] = [_strip_directives(v) for v in value if not _is_directive_item(v)]
         elif isinstance(value, dict):
-            merged = strategic_merge_patch(result.get(key), value)
+            merged = _merge_map(result.get(key), value, key)
             if merged is None:
                 result.pop(key, None)
             else:
@@ -102,7 +89,7 @@ def _strip_directives(value: Any) -> Any:
     return copy.deepcopy(value)
 
 
-def _merge_list(current: list[Any], patch: list[Any], key: str | None) -> list[Any]:
+def _merge_list(current: list[Any], patch: list[Any], field: str, key: str | None) -> list[Any]:
     if any(isinstance(p, dict) and p.get("$patch") == "replace" for p in patch):
         return [_strip_directives(p) for p in patch if not _is_directive_item(p)]
     if key is None:
@@ -125,7 +112,7 @@ def _merge_list(current: list[Any], patch: list[Any], key: str | None) -> list[A
         if index is None:
             out.append(_strip_directives(item))
         else:
-            out[index] = strategic_merge_patch(out[index], item)
+            out[index] = _merge_map(out[index], item, field)
     return out
 
 

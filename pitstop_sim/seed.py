@@ -10,6 +10,7 @@ from __future__ import annotations
 from decimal import Decimal
 from typing import Any
 
+from pitstop.kube.objects import labels_of, name_of
 from pitstop_sim.admission import prepare_create
 from pitstop_sim.annotations import (
     CHECKPOINT_PROTOCOL,
@@ -38,8 +39,6 @@ from pitstop_sim.crds import gpu_operator_crds, kueue_crds
 from pitstop_sim.models import NodeProfile
 from pitstop_sim.objects import (
     GPU,
-    labels_of,
-    name_of,
     new_uid,
     node_affinity_matches,
     owner_ref,

@@ -1,6 +1,7 @@
 """Label and field selectors, as the apiserver applies them to lists and watches.
 
-Label selector syntax is the runbook language's (one parser in the code base); field
+Label selectors are `pitstop.kube.selectors` (one parser and one rule for the objects' form in
+the code base: the apiserver's, which the runbook language's inventories use too); field
 selectors are `path=value`, `path==value`, `path!=value`, comma-joined, limited to the field
 labels each resource supports (the apiserver answers others with 400, so do we).
 """
@@ -11,46 +12,21 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from pitstop.runbook._selectors import Requirement, parse_selector
+from pitstop.kube.selectors import Requirement, parse_selector
 from pitstop_sim.errors import ApiError, bad_request
 from pitstop_sim.resources import ResourceType
 
 Obj = dict[str, Any]
 
-_EXPRESSION_OPS = {"In": "in", "NotIn": "notin", "Exists": "exists", "DoesNotExist": "!exists"}
-
 
 def parse_label_selector(text: str | None) -> list[Requirement]:
+    """A `labelSelector` query parameter; a syntax error is the apiserver's 400."""
     if not text:
         return []
     try:
         return parse_selector(text)
     except ValueError as exc:
         raise bad_request(f"unable to parse requirement: {exc}") from None
-
-
-def selector_requirements(selector: Mapping[str, Any] | None) -> list[Requirement] | None:
-    """Requirements of a `LabelSelector` object (matchLabels + matchExpressions).
-
-    None means "matches nothing" (a nil selector on a PDB or controller); an empty selector
-    matches everything, as in the API.
-    """
-    if selector is None:
-        return None
-    out = [Requirement(k, "in", frozenset({str(v)})) for k, v in (selector.get("matchLabels") or {}).items()]
-    for expr in selector.get("matchExpressions") or []:
-        op = _EXPRESSION_OPS.get(expr.get("operator", ""))
-        if op is None:
-            raise ValueError(f"{expr.get('operator')!r} is not a valid label selector operator")
-        out.append(Requirement(expr["key"], op, frozenset(str(v) for v in expr.get("values") or ())))
-    return out
-
-
-def labels_match(requirements: list[Requirement] | None, labels: Mapping[str, str] | None) -> bool:
-    if requirements is None:
-        return False
-    labels = labels or {}
-    return all(r.matches(labels) for r in requirements)
 
 
 def selector_string(selector: Mapping[str, Any] | None) -> str:

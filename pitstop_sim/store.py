@@ -22,7 +22,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from pitstop.runbook._selectors import Requirement
+from pitstop.kube.selectors import Requirement
 from pitstop_sim.selectors import FieldTerm, equality_terms, field_value
 
 Obj = dict[str, Any]

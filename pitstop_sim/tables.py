@@ -11,8 +11,7 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
 
-from pitstop_sim.clock import human_age, human_duration, parse_rfc3339
-from pitstop_sim.objects import (
+from pitstop.kube.objects import (
     annotations_of,
     is_terminating,
     labels_of,
@@ -22,6 +21,7 @@ from pitstop_sim.objects import (
     node_is_ready,
     pod_phase,
 )
+from pitstop_sim.clock import human_age, human_duration, parse_rfc3339
 from pitstop_sim.resources import ResourceType
 from pitstop_sim.selectors import selector_string
 

@@ -11,10 +11,10 @@ from typing import Any
 
 from aiohttp import web
 
-from pitstop.runbook._selectors import Requirement
+from pitstop.kube.objects import meta
+from pitstop.kube.selectors import Requirement
 from pitstop_sim import tables
 from pitstop_sim.errors import ApiError, bad_request
-from pitstop_sim.objects import meta
 from pitstop_sim.resources import ResourceType
 from pitstop_sim.selectors import FieldTerm
 from pitstop_sim.store import ObjectStore, WatchEvent, encode

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from pitstop.kube.objects import meta, name_of
 from pitstop_sim.context import SimContext
-from pitstop_sim.objects import meta, name_of
 from pitstop_sim.store import WatchEvent
 
 if TYPE_CHECKING:

@@ -6,8 +6,8 @@ from __future__ import annotations
 import contextlib
 from typing import Any
 
+from pitstop.kube.objects import is_terminating, meta, name_of
 from pitstop_sim.controllers.base import Controller
-from pitstop_sim.objects import is_terminating, meta, name_of
 from pitstop_sim.store import ObjectMissing, WatchEvent
 
 Obj = dict[str, Any]

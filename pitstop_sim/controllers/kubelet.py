@@ -8,6 +8,19 @@ import contextlib
 import hashlib
 from typing import Any
 
+from pitstop.kube.objects import (
+    annotations_of,
+    controller_of,
+    is_terminating,
+    labels_of,
+    meta,
+    name_of,
+    namespace_of,
+    node_is_ready,
+    pod_is_finished,
+    pod_node,
+    pod_phase,
+)
 from pitstop_sim.annotations import (
     CHECKPOINT_DONE,
     CHECKPOINT_PROTOCOL,
@@ -19,19 +32,6 @@ from pitstop_sim.annotations import (
 )
 from pitstop_sim.clock import rfc3339
 from pitstop_sim.controllers.base import Controller
-from pitstop_sim.objects import (
-    annotations_of,
-    controller_ref,
-    is_terminating,
-    labels_of,
-    meta,
-    name_of,
-    namespace_of,
-    node_is_ready,
-    pod_is_terminal,
-    pod_node,
-    pod_phase,
-)
 from pitstop_sim.store import ObjectMissing, WatchEvent, clone
 from pitstop_sim.validation_logs import produce
 
@@ -147,7 +147,7 @@ class Kubelet(Controller):
                 uid = meta(obj).get("uid", "")
                 self.ctx.logs.pop(uid, None)
                 return
-            key = (namespace_of(obj) or "", name_of(obj))
+            key = (namespace_of(obj), name_of(obj))
             if is_terminating(obj):
                 self._to_terminate.add(key)
             elif pod_node(obj) and pod_phase(obj) == "Pending":
@@ -157,7 +157,7 @@ class Kubelet(Controller):
         elif (
             event.storage == "jobs" and event.type != "DELETED" and CHECKPOINT_PROTOCOL in annotations_of(obj)
         ):
-            self._to_checkpoint.add(("jobs", namespace_of(obj) or "", name_of(obj)))
+            self._to_checkpoint.add(("jobs", namespace_of(obj), name_of(obj)))
         elif event.storage == "nodes" and event.type == "MODIFIED":
             was, now = node_is_ready(event.old or {}), node_is_ready(obj)
             if now and not was:
@@ -168,7 +168,7 @@ class Kubelet(Controller):
 
     def resync(self) -> None:
         for pod in self.ctx.store.list("pods").items:
-            key = (namespace_of(pod) or "", name_of(pod))
+            key = (namespace_of(pod), name_of(pod))
             if is_terminating(pod):
                 self._to_terminate.add(key)
             elif pod_node(pod) and pod_phase(pod) == "Pending":
@@ -208,20 +208,20 @@ class Kubelet(Controller):
         uid = meta(pod).get("uid", "")
         if uid in self._starting or is_terminating(pod):
             return
-        node = self.ctx.store.get("nodes", None, pod_node(pod) or "")
+        node = self.ctx.store.get("nodes", None, pod_node(pod))
         if node is None or not node_is_ready(node):
             return  # started when the node becomes Ready
         self._starting.add(uid)
         delay = self.ctx.scenario.timing.pod_start_seconds
-        key = (namespace_of(pod) or "", name_of(pod))
+        key = (namespace_of(pod), name_of(pod))
         self.later(delay, lambda: self._start(key, uid))
 
     def _start(self, key: PodKey, uid: str, *, restart: bool = False) -> None:
         self._starting.discard(uid)
         pod = self.ctx.store.get("pods", *key)
-        if pod is None or meta(pod).get("uid") != uid or is_terminating(pod) or pod_is_terminal(pod):
+        if pod is None or meta(pod).get("uid") != uid or is_terminating(pod) or pod_is_finished(pod):
             return
-        node_name = pod_node(pod) or ""
+        node_name = pod_node(pod)
         node = self.ctx.store.get("nodes", None, node_name)
         if node is None or not node_is_ready(node):
             return
@@ -257,20 +257,20 @@ class Kubelet(Controller):
             except ValueError:
                 seconds = None
         else:
-            ref = controller_ref(pod)
+            ref = controller_of(pod)
             if ref is not None and ref.get("kind") == "Job" and GANG_LABEL not in labels:
                 seconds = timing.job_seconds
         if seconds is None:
             return
         outcome = None
         if kind:
-            profile = self.ctx.profiles.get(pod_node(pod) or "")
+            profile = self.ctx.profiles.get(pod_node(pod))
             if profile is not None:
                 outcome = produce(kind, self.ctx.effective_profile(profile), pod)
                 if outcome.seconds is not None:
                     seconds = outcome.seconds
         self._finishing.add(uid)
-        key = (namespace_of(pod) or "", name_of(pod))
+        key = (namespace_of(pod), name_of(pod))
 
         def finish() -> None:
             self._finishing.discard(uid)
@@ -304,7 +304,7 @@ class Kubelet(Controller):
         """Containers restart after the node returns; they become ready after the start delay."""
         for pod in self.ctx.pods_on_node(node):
             uid = meta(pod).get("uid", "")
-            key = (namespace_of(pod) or "", name_of(pod))
+            key = (namespace_of(pod), name_of(pod))
             if is_terminating(pod):
                 self._to_terminate.add(key)
                 continue
@@ -326,14 +326,14 @@ class Kubelet(Controller):
         grace = meta(pod).get("deletionGracePeriodSeconds", 30) or 0
         delay = min(float(grace), self.ctx.scenario.timing.pod_termination_seconds)
         self._terminating.add(uid)
-        key = (namespace_of(pod) or "", name_of(pod))
+        key = (namespace_of(pod), name_of(pod))
 
         def remove() -> None:
             self._terminating.discard(uid)
             current = self.ctx.store.get("pods", *key)
             if current is None or meta(current).get("uid") != uid:
                 return
-            node = self.ctx.store.get("nodes", None, pod_node(current) or "")
+            node = self.ctx.store.get("nodes", None, pod_node(current))
             if node is not None and not node_is_ready(node):
                 return  # the kubelet is away; the pod stays Terminating until it returns
             with contextlib.suppress(ObjectMissing):
@@ -346,7 +346,7 @@ class Kubelet(Controller):
         if is_terminating(pod):
             return
         grace = (pod.get("spec") or {}).get("terminationGracePeriodSeconds", 30)
-        if not pod_node(pod) or pod_is_terminal(pod) or self.ctx.scenario.timing.pod_termination_seconds <= 0:
+        if not pod_node(pod) or pod_is_finished(pod) or self.ctx.scenario.timing.pod_termination_seconds <= 0:
             with contextlib.suppress(ObjectMissing):
                 self.ctx.store.delete("pods", namespace_of(pod), name_of(pod))
             return
@@ -362,7 +362,7 @@ class Kubelet(Controller):
         token = notes.get(CHECKPOINT_REQUESTED)
         if not notes.get(CHECKPOINT_PROTOCOL) or not token or notes.get(CHECKPOINT_DONE) == token:
             return
-        ns, name = namespace_of(obj) or "", name_of(obj)
+        ns, name = namespace_of(obj), name_of(obj)
         flight = (storage, ns, name, token)
         if flight in self._checkpoints:
             return

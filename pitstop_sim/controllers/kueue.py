@@ -11,9 +11,10 @@ from __future__ import annotations
 
 from typing import Any
 
+from pitstop.kube.objects import labels_of, name_of, namespace_of
 from pitstop_sim.annotations import KUEUE_QUEUE_LABEL
 from pitstop_sim.controllers.base import Controller
-from pitstop_sim.objects import labels_of, name_of, namespace_of, set_condition
+from pitstop_sim.objects import set_condition
 from pitstop_sim.store import WatchEvent, clone
 
 Obj = dict[str, Any]
@@ -78,11 +79,11 @@ class KueueController(Controller):
                 self._set_suspend(job, True)
                 suspended = True
             counts[name_of(cq)][1 if suspended else 0] += 1
-            local_counts.setdefault((namespace_of(job) or "", local), [0, 0])[1 if suspended else 0] += 1
+            local_counts.setdefault((namespace_of(job), local), [0, 0])[1 if suspended else 0] += 1
         for name, cq in queues.items():
             self._write_status(cq, *counts[name])
         for lq in self.ctx.store.list(LQ).items:
-            admitted, waiting = local_counts.get((namespace_of(lq) or "", name_of(lq)), [0, 0])
+            admitted, waiting = local_counts.get((namespace_of(lq), name_of(lq)), [0, 0])
             status = {
                 "admittedWorkloads": admitted,
                 "reservingWorkloads": admitted,

@@ -7,6 +7,7 @@ from __future__ import annotations
 import contextlib
 from typing import Any
 
+from pitstop.kube.objects import is_terminating, name_of, node_is_ready, node_is_unschedulable
 from pitstop_sim.annotations import (
     DRIVER_VERSION_LABEL,
     FIRMWARE_VERSION_LABEL,
@@ -16,15 +17,7 @@ from pitstop_sim.clock import rfc3339, rfc3339_micro
 from pitstop_sim.controllers.base import Controller
 from pitstop_sim.events import EventRecorder
 from pitstop_sim.models import NodeProfile, ProfileUpdate
-from pitstop_sim.objects import (
-    is_terminating,
-    name_of,
-    new_uid,
-    node_is_ready,
-    node_is_unschedulable,
-    set_condition,
-    untolerated,
-)
+from pitstop_sim.objects import new_uid, set_condition, untolerated
 from pitstop_sim.store import ObjectMissing, WatchEvent, clone
 
 Obj = dict[str, Any]

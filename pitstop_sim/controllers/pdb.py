@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from pitstop.kube.objects import meta, namespace_of
 from pitstop_sim.controllers.base import Controller
 from pitstop_sim.disruption import same_status
-from pitstop_sim.objects import meta, namespace_of
 from pitstop_sim.store import WatchEvent, clone
 
 Obj = dict[str, Any]
@@ -22,7 +22,7 @@ class DisruptionController(Controller):
         self._with_pdbs: dict[str, int] = {}
 
     def observe(self, event: WatchEvent) -> None:
-        ns = namespace_of(event.obj) or ""
+        ns = namespace_of(event.obj)
         if event.storage == "poddisruptionbudgets":
             if event.type == "ADDED":
                 self._with_pdbs[ns] = self._with_pdbs.get(ns, 0) + 1
@@ -50,7 +50,7 @@ class DisruptionController(Controller):
 
     def resync(self) -> None:
         for pdb in self.ctx.store.list("poddisruptionbudgets").items:
-            ns = namespace_of(pdb) or ""
+            ns = namespace_of(pdb)
             self._with_pdbs[ns] = self._with_pdbs.get(ns, 0) + 1
             self._namespaces.add(ns)
 

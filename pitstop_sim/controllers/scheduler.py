@@ -8,25 +8,21 @@ from collections import Counter
 from decimal import Decimal
 from typing import Any
 
-from pitstop_sim.clock import rfc3339
-from pitstop_sim.controllers.base import Controller
-from pitstop_sim.events import EventRecorder
-from pitstop_sim.objects import (
-    GPU,
-    controller_ref,
+from pitstop.kube.objects import (
+    controller_of,
     labels_of,
     meta,
     name_of,
     namespace_of,
-    node_affinity_matches,
-    node_allocatable,
     node_is_ready,
     node_is_unschedulable,
     pod_is_active,
     pod_node,
-    pod_requests,
-    untolerated,
 )
+from pitstop_sim.clock import rfc3339
+from pitstop_sim.controllers.base import Controller
+from pitstop_sim.events import EventRecorder
+from pitstop_sim.objects import GPU, allocatable_of, node_affinity_matches, pod_requests, untolerated
 from pitstop_sim.store import WatchEvent, clone
 
 Obj = dict[str, Any]
@@ -53,7 +49,7 @@ class Scheduler(Controller):
             self._account(event)
             pod = event.obj
             if event.type != "DELETED" and not pod_node(pod) and pod_is_active(pod):
-                self._pending.add((namespace_of(pod) or "", name_of(pod)))
+                self._pending.add((namespace_of(pod), name_of(pod)))
             elif event.type == "DELETED" or not pod_is_active(pod):
                 self._waiting.pop(meta(pod).get("uid", ""), None)
                 self._retry = True
@@ -67,7 +63,7 @@ class Scheduler(Controller):
         for pod in self.ctx.store.list("pods").items:
             self._account_pod(pod)
             if not pod_node(pod) and pod_is_active(pod):
-                self._pending.add((namespace_of(pod) or "", name_of(pod)))
+                self._pending.add((namespace_of(pod), name_of(pod)))
 
     def _account(self, event: WatchEvent) -> None:
         uid = meta(event.obj).get("uid", "")
@@ -89,7 +85,7 @@ class Scheduler(Controller):
 
     def _account_pod(self, pod: Obj) -> None:
         uid = meta(pod).get("uid", "")
-        node = pod_node(pod)
+        node = pod_node(pod) or None
         counts = node is not None and pod_is_active(pod)
         old = self._contribution.get(uid)
         if old is not None and counts and old[0] == node:
@@ -99,7 +95,7 @@ class Scheduler(Controller):
             return
         usage = pod_requests(pod)
         usage["pods"] = Decimal(1)
-        ref = controller_ref(pod)
+        ref = controller_of(pod)
         owner = ref.get("uid") if ref else None
         self._contribution[uid] = (node, usage, owner)
         totals = self._usage.setdefault(node, {})
@@ -109,7 +105,7 @@ class Scheduler(Controller):
             self._owners.setdefault(node, Counter())[owner] += 1
 
     def free(self, node: Obj) -> Usage:
-        allocatable = node_allocatable(node)
+        allocatable = allocatable_of(node)
         used = self._usage.get(name_of(node), {})
         return {key: allocatable.get(key, Decimal(0)) - used.get(key, Decimal(0)) for key in allocatable}
 
@@ -130,7 +126,7 @@ class Scheduler(Controller):
     def _schedule(self, pod: Obj, nodes: list[Obj]) -> None:
         requests = pod_requests(pod)
         tolerations = (pod.get("spec") or {}).get("tolerations") or []
-        ref = controller_ref(pod)
+        ref = controller_of(pod)
         owner = ref.get("uid") if ref else None
         reasons: Counter[str] = Counter()
         best: tuple[Any, ...] | None = None
@@ -162,7 +158,7 @@ class Scheduler(Controller):
                     reasons["Too many pods" if key == "pods" else f"Insufficient {key}"] += 1
                 continue
             same_owner = self._owners.get(name_of(node), Counter()).get(owner, 0) if owner else 0
-            allocatable_gpu = node_allocatable(node).get(GPU, Decimal(0))
+            allocatable_gpu = allocatable_of(node).get(GPU, Decimal(0))
             used_gpu = allocatable_gpu - free.get(GPU, Decimal(0))
             score = (
                 same_owner,
@@ -202,7 +198,7 @@ class Scheduler(Controller):
         message += f" preemption: 0/{total} nodes are available: {total} No preemption victims found"
         message += " for incoming pod."
         uid = meta(pod).get("uid", "")
-        key = (namespace_of(pod) or "", name_of(pod))
+        key = (namespace_of(pod), name_of(pod))
         previous = self._waiting.get(uid)
         self._waiting[uid] = (key, message)
         if previous is not None and previous[1] == message:

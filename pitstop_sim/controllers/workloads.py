@@ -8,28 +8,24 @@ import hashlib
 import json
 from typing import Any
 
-from pitstop_sim.admission import prepare_create
-from pitstop_sim.annotations import GANG_LABEL
-from pitstop_sim.clock import rfc3339
-from pitstop_sim.controllers.base import Controller, key_of
-from pitstop_sim.events import EventRecorder
-from pitstop_sim.objects import (
-    controller_ref,
+from pitstop.kube.objects import (
+    controller_of,
     is_terminating,
     labels_of,
     meta,
     name_of,
     namespace_of,
-    node_affinity_matches,
-    owner_ref,
     pod_is_active,
     pod_is_ready,
     pod_node,
     pod_phase,
-    random_suffix,
-    set_condition,
-    untolerated,
 )
+from pitstop_sim.admission import prepare_create
+from pitstop_sim.annotations import GANG_LABEL
+from pitstop_sim.clock import rfc3339
+from pitstop_sim.controllers.base import Controller, key_of
+from pitstop_sim.events import EventRecorder
+from pitstop_sim.objects import node_affinity_matches, owner_ref, random_suffix, set_condition, untolerated
 from pitstop_sim.store import ObjectExists, WatchEvent, clone
 
 Obj = dict[str, Any]
@@ -91,9 +87,9 @@ class _Owned(Controller):
         if event.storage == self.storage and event.type != "DELETED":
             self.dirty.add(key_of(event.obj))
         elif event.storage == "pods":
-            ref = controller_ref(event.obj)
+            ref = controller_of(event.obj)
             if ref is not None and ref.get("kind") == self.owner_kind:
-                self.dirty.add((namespace_of(event.obj) or "", ref["name"]))
+                self.dirty.add((namespace_of(event.obj), ref["name"]))
 
     def pending(self) -> bool:
         return bool(self.dirty)
@@ -211,9 +207,9 @@ class DeploymentController(_Owned):
         if event.storage == "deployments" and event.type != "DELETED":
             self.dirty.add(key_of(event.obj))
         elif event.storage == "replicasets":
-            ref = controller_ref(event.obj)
+            ref = controller_of(event.obj)
             if ref is not None and ref.get("kind") == "Deployment":
-                self.dirty.add((namespace_of(event.obj) or "", ref["name"]))
+                self.dirty.add((namespace_of(event.obj), ref["name"]))
 
     def reconcile(self, deploy: Obj) -> None:
         spec = deploy.get("spec") or {}
@@ -362,7 +358,7 @@ class DaemonSetController(_Owned):
             mine = [
                 p
                 for p in self.ctx.pods_on_node(name)
-                if pod_is_active(p) and (controller_ref(p) or {}).get("uid") == uid
+                if pod_is_active(p) and (controller_of(p) or {}).get("uid") == uid
             ]
             if mine and not self.should_run(ds, node, existing=True):
                 for pod in mine:
@@ -394,7 +390,7 @@ class DaemonSetController(_Owned):
         by_node: dict[str, list[Obj]] = {}
         for pod in pods:
             if pod_is_active(pod):
-                by_node.setdefault(pod_node(pod) or "", []).append(pod)
+                by_node.setdefault(pod_node(pod), []).append(pod)
         desired = 0
         missing: list[str] = []
         for node in nodes:

@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from pitstop.runbook._selectors import parse_selector
+from pitstop.kube.selectors import parse_selector
 from pitstop_sim.selectors import FieldTerm
 from pitstop_sim.store import InMemoryStore, ObjectExists, VersionConflict, WatchEvent, object_key
 
