@@ -8,7 +8,7 @@ from typing import Any
 
 from pitstop.kube.objects import meta
 from pitstop_sim.annotations import KUEUE_QUEUE_LABEL
-from pitstop_sim.errors import ApiError, bad_request, invalid
+from pitstop_sim.errors import bad_request, invalid
 from pitstop_sim.objects import new_uid, now, random_suffix
 from pitstop_sim.quantity import is_quantity
 from pitstop_sim.resources import ResourceType
@@ -495,8 +495,3 @@ _VALIDATORS = {
     "ClusterQueue": _cluster_queue_causes,
     "CustomResourceDefinition": _crd_causes,
 }
-
-
-def ensure(condition: bool, error: ApiError) -> None:
-    if not condition:
-        raise error

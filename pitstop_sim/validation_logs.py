@@ -59,12 +59,6 @@ def produce(kind: str, profile: NodeProfile, pod: Obj) -> ValidationOutcome:
     return producer(kind, profile, pod)
 
 
-def _failing(profile: NodeProfile, test: str) -> bool:
-    wanted = {t.lower() for t in profile.health.dcgm_failures}
-    short = test.lower().replace("gpu ", "")
-    return test.lower() in wanted or short in wanted
-
-
 def _command(pod: Obj) -> list[str]:
     containers = (pod.get("spec") or {}).get("containers") or [{}]
     return [str(a) for a in (containers[0].get("command") or []) + (containers[0].get("args") or [])]

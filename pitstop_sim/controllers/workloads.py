@@ -21,7 +21,6 @@ from pitstop.kube.objects import (
     pod_phase,
 )
 from pitstop_sim.admission import prepare_create
-from pitstop_sim.annotations import GANG_LABEL
 from pitstop_sim.clock import rfc3339
 from pitstop_sim.controllers.base import Controller, key_of
 from pitstop_sim.events import EventRecorder
@@ -633,7 +632,3 @@ class JobController(_Owned):
         if not status["conditions"]:
             status.pop("conditions")
         self.write_status(job, status)
-
-
-def gang_of(pod: Obj) -> str | None:
-    return labels_of(pod).get(GANG_LABEL)
