@@ -401,16 +401,7 @@ class SimCluster:
                 Seeder(ctx, api, manager.kubelet).seed()
         except (SeedError, ApiError) as exc:
             raise ScenarioError(f"scenario {scenario.name!r} cannot be set up: {exc}") from None
-        access: AccessControl | None = None
-        if self.config.rbac:
-            try:
-                self._tokens = install_rbac(
-                    ctx, api, [p.expanduser() for p in self.config.rbac_policy], self.config.service_accounts
-                )
-            except ApiError as exc:
-                raise ScenarioError(f"the RBAC policy cannot be applied: {exc}") from None
-            authenticator = TokenAuthenticator(store, self.config.token, self._tokens)
-            access = AccessControl(authenticator, RbacAuthorizer(store))
+        access = self._access_control(ctx, api)
         manager.start()
         self._control = SimControl(ctx, api, manager)
         self._control.access = access
@@ -434,19 +425,37 @@ class SimCluster:
         self._loop = asyncio.get_running_loop()
         self._loop_thread = threading.get_ident()
         self._stop_event = asyncio.Event()
-        if self.config.kubeconfig is not None:
-            if self.config.kubeconfig_service_account is not None:
-                self.admin_kubeconfig_path = self.write_kubeconfig(
-                    self.config.kubeconfig.with_name(f"{self.config.kubeconfig.name}.admin")
-                )
-                self.write_kubeconfig(
-                    self.config.kubeconfig, service_account=self.config.kubeconfig_service_account
-                )
-            else:
-                self.admin_kubeconfig_path = self.write_kubeconfig(self.config.kubeconfig)
+        self._write_kubeconfigs()
         if self.config.ssh:
             self._start_ssh(store, manager)
         return self.url
+
+    def _access_control(self, ctx: SimContext, api: KubeApi) -> AccessControl | None:
+        """With `rbac`: the policy's objects installed, and who may do what by their tokens."""
+        if not self.config.rbac:
+            return None
+        try:
+            self._tokens = install_rbac(
+                ctx, api, [p.expanduser() for p in self.config.rbac_policy], self.config.service_accounts
+            )
+        except ApiError as exc:
+            raise ScenarioError(f"the RBAC policy cannot be applied: {exc}") from None
+        authenticator = TokenAuthenticator(ctx.store, self.config.token, self._tokens)
+        return AccessControl(authenticator, RbacAuthorizer(ctx.store))
+
+    def _write_kubeconfigs(self) -> None:
+        """The kubeconfig; with a service account it holds that account's token and the
+        admin's goes next to it as `<kubeconfig>.admin`."""
+        kubeconfig = self.config.kubeconfig
+        if kubeconfig is None:
+            return
+        if self.config.kubeconfig_service_account is not None:
+            self.admin_kubeconfig_path = self.write_kubeconfig(
+                kubeconfig.with_name(f"{kubeconfig.name}.admin")
+            )
+            self.write_kubeconfig(kubeconfig, service_account=self.config.kubeconfig_service_account)
+        else:
+            self.admin_kubeconfig_path = self.write_kubeconfig(kubeconfig)
 
     async def _open_store(self) -> ObjectStore:
         if self.config.etcd_endpoint is None:

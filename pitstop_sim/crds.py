@@ -48,110 +48,105 @@ def _crd(
     }
 
 
+# Kueue's CRDs (v1beta1, category "kueue"), with the printer columns its release declares.
+_KUEUE: list[Obj] = [
+    {
+        "kind": "ClusterQueue",
+        "plural": "clusterqueues",
+        "scope": "Cluster",
+        "short": ["cq"],
+        "columns": [
+            {
+                "name": "Cohort",
+                "type": "string",
+                "jsonPath": ".spec.cohort",
+                "description": "Cohort that this ClusterQueue belongs to",
+            },
+            {
+                "name": "Strategy",
+                "type": "string",
+                "jsonPath": ".spec.queueingStrategy",
+                "priority": 1,
+                "description": "The queueing strategy used to prioritize workloads",
+            },
+            {
+                "name": "Pending Workloads",
+                "type": "integer",
+                "jsonPath": ".status.pendingWorkloads",
+                "description": "Number of pending workloads",
+            },
+            {
+                "name": "Admitted Workloads",
+                "type": "integer",
+                "jsonPath": ".status.admittedWorkloads",
+                "priority": 1,
+                "description": "Number of admitted workloads that haven't finished yet",
+            },
+        ],
+    },
+    {
+        "kind": "LocalQueue",
+        "plural": "localqueues",
+        "scope": "Namespaced",
+        "short": ["queue", "queues", "lq"],
+        "columns": [
+            {
+                "name": "ClusterQueue",
+                "type": "string",
+                "jsonPath": ".spec.clusterQueue",
+                "description": "Backing ClusterQueue",
+            },
+            {
+                "name": "Pending Workloads",
+                "type": "integer",
+                "jsonPath": ".status.pendingWorkloads",
+                "description": "Number of pending workloads",
+            },
+            {
+                "name": "Admitted Workloads",
+                "type": "integer",
+                "jsonPath": ".status.admittedWorkloads",
+                "description": "Number of admitted workloads that haven't finished yet.",
+            },
+        ],
+    },
+    {
+        "kind": "ResourceFlavor",
+        "plural": "resourceflavors",
+        "scope": "Cluster",
+        "short": ["flavor", "flavors", "rf"],
+    },
+    {
+        "kind": "Workload",
+        "plural": "workloads",
+        "scope": "Namespaced",
+        "short": ["wl"],
+        "columns": [
+            {
+                "name": "Queue",
+                "type": "string",
+                "jsonPath": ".spec.queueName",
+                "description": "Name of the queue this workload was submitted to",
+            },
+            {
+                "name": "Reserved in",
+                "type": "string",
+                "jsonPath": ".status.admission.clusterQueue",
+                "description": "Name of the ClusterQueue where the workload is reserving quota",
+            },
+            {
+                "name": "Age",
+                "type": "date",
+                "jsonPath": ".metadata.creationTimestamp",
+                "description": "Time this workload was created",
+            },
+        ],
+    },
+]
+
+
 def kueue_crds() -> list[Obj]:
-    group = "kueue.x-k8s.io"
-    return [
-        _crd(
-            group,
-            "ClusterQueue",
-            "clusterqueues",
-            "Cluster",
-            short=["cq"],
-            categories=["kueue"],
-            columns=[
-                {
-                    "name": "Cohort",
-                    "type": "string",
-                    "jsonPath": ".spec.cohort",
-                    "description": "Cohort that this ClusterQueue belongs to",
-                },
-                {
-                    "name": "Strategy",
-                    "type": "string",
-                    "jsonPath": ".spec.queueingStrategy",
-                    "priority": 1,
-                    "description": "The queueing strategy used to prioritize workloads",
-                },
-                {
-                    "name": "Pending Workloads",
-                    "type": "integer",
-                    "jsonPath": ".status.pendingWorkloads",
-                    "description": "Number of pending workloads",
-                },
-                {
-                    "name": "Admitted Workloads",
-                    "type": "integer",
-                    "jsonPath": ".status.admittedWorkloads",
-                    "priority": 1,
-                    "description": "Number of admitted workloads that haven't finished yet",
-                },
-            ],
-        ),
-        _crd(
-            group,
-            "LocalQueue",
-            "localqueues",
-            "Namespaced",
-            short=["queue", "queues", "lq"],
-            categories=["kueue"],
-            columns=[
-                {
-                    "name": "ClusterQueue",
-                    "type": "string",
-                    "jsonPath": ".spec.clusterQueue",
-                    "description": "Backing ClusterQueue",
-                },
-                {
-                    "name": "Pending Workloads",
-                    "type": "integer",
-                    "jsonPath": ".status.pendingWorkloads",
-                    "description": "Number of pending workloads",
-                },
-                {
-                    "name": "Admitted Workloads",
-                    "type": "integer",
-                    "jsonPath": ".status.admittedWorkloads",
-                    "description": "Number of admitted workloads that haven't finished yet.",
-                },
-            ],
-        ),
-        _crd(
-            group,
-            "ResourceFlavor",
-            "resourceflavors",
-            "Cluster",
-            short=["flavor", "flavors", "rf"],
-            categories=["kueue"],
-        ),
-        _crd(
-            group,
-            "Workload",
-            "workloads",
-            "Namespaced",
-            short=["wl"],
-            categories=["kueue"],
-            columns=[
-                {
-                    "name": "Queue",
-                    "type": "string",
-                    "jsonPath": ".spec.queueName",
-                    "description": "Name of the queue this workload was submitted to",
-                },
-                {
-                    "name": "Reserved in",
-                    "type": "string",
-                    "jsonPath": ".status.admission.clusterQueue",
-                    "description": "Name of the ClusterQueue where the workload is reserving quota",
-                },
-                {
-                    "name": "Age",
-                    "type": "date",
-                    "jsonPath": ".metadata.creationTimestamp",
-                    "description": "Time this workload was created",
-                },
-            ],
-        ),
-    ]
+    return [_crd("kueue.x-k8s.io", categories=["kueue"], **shape) for shape in _KUEUE]
 
 
 def gpu_operator_crds() -> list[Obj]:

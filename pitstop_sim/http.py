@@ -276,22 +276,7 @@ class HttpFrontend:
         if verb == "list":
             return self._list(request, rt, ns)
         if verb == "get":
-            assert p.name is not None
-            if sub == "log":
-                return await self._log(request, ns or "default", p.name)
-            if sub == "scale":
-                return _json(api.get_scale(rt, ns or "default", p.name))
-            obj = api.get(rt, ns, p.name)
-            if _wants_table(request):
-                return _json(
-                    tables.table(
-                        rt,
-                        [obj],
-                        include_object=request.query.get("includeObject", "Metadata"),
-                        list_meta={"resourceVersion": meta(obj).get("resourceVersion", "")},
-                    )
-                )
-            return _json(obj)
+            return await self._get(request, rt, p)
         dry_run = _dry_run(request)
         if verb == "create":
             body = await self._body(request)
@@ -328,24 +313,48 @@ class HttpFrontend:
             options = await self._delete_options(request)
             return _json(api.delete(rt, ns, p.name, options, dry_run=dry_run))
         if verb == "deletecollection":
-            options = await self._delete_options(request)
-            items = api.delete_collection(
-                rt,
-                ns,
-                label_selector=request.query.get("labelSelector"),
-                field_selector=request.query.get("fieldSelector"),
-                options=options,
-                dry_run=dry_run,
-            )
-            return _json(
-                {
-                    "kind": rt.list_kind,
-                    "apiVersion": rt.api_version,
-                    "metadata": {"resourceVersion": str(self.ctx.store.resource_version)},
-                    "items": items,
-                }
-            )
+            return await self._delete_collection(request, rt, ns, dry_run)
         raise method_not_allowed()
+
+    async def _get(self, request: web.Request, rt: ResourceType, p: ResourcePath) -> web.StreamResponse:
+        assert p.name is not None
+        ns = p.namespace
+        if p.subresource == "log":
+            return await self._log(request, ns or "default", p.name)
+        if p.subresource == "scale":
+            return _json(self.api.get_scale(rt, ns or "default", p.name))
+        obj = self.api.get(rt, ns, p.name)
+        if _wants_table(request):
+            return _json(
+                tables.table(
+                    rt,
+                    [obj],
+                    include_object=request.query.get("includeObject", "Metadata"),
+                    list_meta={"resourceVersion": meta(obj).get("resourceVersion", "")},
+                )
+            )
+        return _json(obj)
+
+    async def _delete_collection(
+        self, request: web.Request, rt: ResourceType, ns: str | None, dry_run: bool
+    ) -> web.StreamResponse:
+        options = await self._delete_options(request)
+        items = self.api.delete_collection(
+            rt,
+            ns,
+            label_selector=request.query.get("labelSelector"),
+            field_selector=request.query.get("fieldSelector"),
+            options=options,
+            dry_run=dry_run,
+        )
+        return _json(
+            {
+                "kind": rt.list_kind,
+                "apiVersion": rt.api_version,
+                "metadata": {"resourceVersion": str(self.ctx.store.resource_version)},
+                "items": items,
+            }
+        )
 
     async def _delete_options(self, request: web.Request) -> Obj:
         body = await self._body(request)

@@ -49,7 +49,7 @@ from pitstop_sim.objects import (
 from pitstop_sim.platform_objects import CONTROL_PLANE_LABEL, CONTROL_PLANE_TAINT, node_packages
 from pitstop_sim.platform_seed import PlatformSeeder, platform_namespaces
 from pitstop_sim.quantity import parse_quantity
-from pitstop_sim.scenario import Deployment, Pdb, Scenario, TrainingJob
+from pitstop_sim.scenario import Deployment, NodeOverride, Pdb, Scenario, TrainingJob
 
 Obj = dict[str, Any]
 
@@ -207,111 +207,28 @@ class Seeder:
         return self.ctx.store.create(rt.storage, obj)
 
     def _node(self, profile: NodeProfile) -> None:
-        shape = self.scenario.cluster
-        override = shape.node_overrides.get(profile.name)
-        index = self.kubelet.node_index(profile.name)
-        stamp = rfc3339()
-        labels = {
-            "beta.kubernetes.io/arch": "amd64",
-            "beta.kubernetes.io/os": "linux",
-            "kubernetes.io/arch": "amd64",
-            "kubernetes.io/os": "linux",
-            HOSTNAME_LABEL: profile.name,
-            DOMAIN_LABEL: profile.domain,
-            "node.kubernetes.io/instance-type": f"gpu-{profile.gpus}x",
-            DRIVER_VERSION_LABEL: profile.driver_version,
-            FIRMWARE_VERSION_LABEL: profile.firmware_version,
-        }
-        control_plane = profile.role == "control-plane"
-        if control_plane:
-            for key in (DRIVER_VERSION_LABEL, FIRMWARE_VERSION_LABEL):
-                labels.pop(key)
-            labels["node.kubernetes.io/instance-type"] = "cpu-control-plane"
-            labels[CONTROL_PLANE_LABEL] = ""
-        if profile.gpus > 0:
-            labels.update(
-                {
-                    GPU_PRESENT_LABEL: "true",
-                    GPU_PRODUCT_LABEL: profile.gpu_product,
-                    GPU_COUNT_LABEL: str(profile.gpus),
-                }
-            )
-        if override:
-            labels.update(override.labels)
-        cp_shape = self.scenario.platform.control_plane if self.scenario.platform else None
-        capacity = {
-            "cpu": cp_shape.cpu if control_plane and cp_shape else shape.cpu,
-            "memory": cp_shape.memory if control_plane and cp_shape else shape.memory,
-            "pods": str(shape.max_pods),
-            "ephemeral-storage": "3840Gi",
-            "hugepages-1Gi": "0",
-            "hugepages-2Mi": "0",
-        }
-        if profile.gpus > 0:
-            capacity[GPU] = str(profile.gpus)
-        conditions = [
-            (
-                "MemoryPressure",
-                "False",
-                "KubeletHasSufficientMemory",
-                "kubelet has sufficient memory available",
-            ),
-            ("DiskPressure", "False", "KubeletHasNoDiskPressure", "kubelet has no disk pressure"),
-            ("PIDPressure", "False", "KubeletHasSufficientPID", "kubelet has sufficient PID available"),
-            ("Ready", "True", "KubeletReady", "kubelet is posting ready status"),
-        ]
-        spec: Obj = {
-            "podCIDR": f"10.{64 + index // 256}.{index % 256}.0/24",
-            "podCIDRs": [f"10.{64 + index // 256}.{index % 256}.0/24"],
-            "providerID": f"pitstop-sim://{profile.name}",
-        }
-        if override and override.taints:
-            spec["taints"] = [t.model_dump(exclude_none=True) for t in override.taints]
-        if control_plane:
-            spec["taints"] = [dict(CONTROL_PLANE_TAINT)]
-        if override and override.unschedulable:
-            spec["unschedulable"] = True
+        override = self.scenario.cluster.node_overrides.get(profile.name)
+        capacity = self._node_capacity(profile)
         body = {
             "metadata": {
                 "name": profile.name,
-                "labels": labels,
+                "labels": _node_labels(profile, override),
                 "annotations": {
                     "node.alpha.kubernetes.io/ttl": "0",
                     "volumes.kubernetes.io/controller-managed-attach-detach": "true",
                 },
             },
-            "spec": spec,
+            "spec": _node_spec(profile, self.kubelet.node_index(profile.name), override),
             "status": {
                 "capacity": capacity,
                 "allocatable": dict(capacity),
-                "conditions": [
-                    {
-                        "type": t,
-                        "status": s,
-                        "reason": r,
-                        "message": m,
-                        "lastHeartbeatTime": stamp,
-                        "lastTransitionTime": stamp,
-                    }
-                    for t, s, r, m in conditions
-                ],
+                "conditions": _node_conditions(rfc3339()),
                 "addresses": [
                     {"type": "InternalIP", "address": self.kubelet.host_ip(profile.name)},
                     {"type": "Hostname", "address": profile.name},
                 ],
                 "daemonEndpoints": {"kubeletEndpoint": {"Port": 10250}},
-                "nodeInfo": {
-                    "machineID": new_uid().replace("-", ""),
-                    "systemUUID": new_uid(),
-                    "bootID": profile.boot_id,
-                    "kernelVersion": profile.kernel_version,
-                    "osImage": profile.os_image,
-                    "containerRuntimeVersion": profile.container_runtime,
-                    "kubeletVersion": profile.kubelet_version,
-                    "kubeProxyVersion": profile.kubelet_version,
-                    "operatingSystem": "linux",
-                    "architecture": "amd64",
-                },
+                "nodeInfo": _node_info(profile),
             },
         }
         node = self._create("", "nodes", None, body)
@@ -329,6 +246,23 @@ class Seeder:
             },
         }
         self._create("coordination.k8s.io", "leases", "kube-node-lease", lease)
+
+    def _node_capacity(self, profile: NodeProfile) -> dict[str, str]:
+        """A control-plane node has the platform's control-plane shape, if it names one."""
+        shape = self.scenario.cluster
+        cp_shape = self.scenario.platform.control_plane if self.scenario.platform else None
+        control_plane = profile.role == "control-plane"
+        capacity = {
+            "cpu": cp_shape.cpu if control_plane and cp_shape else shape.cpu,
+            "memory": cp_shape.memory if control_plane and cp_shape else shape.memory,
+            "pods": str(shape.max_pods),
+            "ephemeral-storage": "3840Gi",
+            "hugepages-1Gi": "0",
+            "hugepages-2Mi": "0",
+        }
+        if profile.gpus > 0:
+            capacity[GPU] = str(profile.gpus)
+        return capacity
 
     # --- placement ----------------------------------------------------------------------------
 
@@ -664,3 +598,89 @@ class Seeder:
                     "spec": {"clusterQueue": name},
                 },
             )
+
+
+# --- a node's parts ---------------------------------------------------------------------------
+
+
+def _node_labels(profile: NodeProfile, override: NodeOverride | None) -> dict[str, str]:
+    labels = {
+        "beta.kubernetes.io/arch": "amd64",
+        "beta.kubernetes.io/os": "linux",
+        "kubernetes.io/arch": "amd64",
+        "kubernetes.io/os": "linux",
+        HOSTNAME_LABEL: profile.name,
+        DOMAIN_LABEL: profile.domain,
+        "node.kubernetes.io/instance-type": f"gpu-{profile.gpus}x",
+        DRIVER_VERSION_LABEL: profile.driver_version,
+        FIRMWARE_VERSION_LABEL: profile.firmware_version,
+    }
+    if profile.role == "control-plane":
+        for key in (DRIVER_VERSION_LABEL, FIRMWARE_VERSION_LABEL):
+            labels.pop(key)
+        labels["node.kubernetes.io/instance-type"] = "cpu-control-plane"
+        labels[CONTROL_PLANE_LABEL] = ""
+    if profile.gpus > 0:
+        labels.update(
+            {
+                GPU_PRESENT_LABEL: "true",
+                GPU_PRODUCT_LABEL: profile.gpu_product,
+                GPU_COUNT_LABEL: str(profile.gpus),
+            }
+        )
+    if override:
+        labels.update(override.labels)
+    return labels
+
+
+def _node_spec(profile: NodeProfile, index: int, override: NodeOverride | None) -> Obj:
+    spec: Obj = {
+        "podCIDR": f"10.{64 + index // 256}.{index % 256}.0/24",
+        "podCIDRs": [f"10.{64 + index // 256}.{index % 256}.0/24"],
+        "providerID": f"pitstop-sim://{profile.name}",
+    }
+    if override and override.taints:
+        spec["taints"] = [t.model_dump(exclude_none=True) for t in override.taints]
+    if profile.role == "control-plane":
+        spec["taints"] = [dict(CONTROL_PLANE_TAINT)]
+    if override and override.unschedulable:
+        spec["unschedulable"] = True
+    return spec
+
+
+# A healthy kubelet's conditions: (type, status, reason, message).
+_HEALTHY_CONDITIONS = (
+    ("MemoryPressure", "False", "KubeletHasSufficientMemory", "kubelet has sufficient memory available"),
+    ("DiskPressure", "False", "KubeletHasNoDiskPressure", "kubelet has no disk pressure"),
+    ("PIDPressure", "False", "KubeletHasSufficientPID", "kubelet has sufficient PID available"),
+    ("Ready", "True", "KubeletReady", "kubelet is posting ready status"),
+)
+
+
+def _node_conditions(stamp: str) -> list[Obj]:
+    return [
+        {
+            "type": kind,
+            "status": status,
+            "reason": reason,
+            "message": message,
+            "lastHeartbeatTime": stamp,
+            "lastTransitionTime": stamp,
+        }
+        for kind, status, reason, message in _HEALTHY_CONDITIONS
+    ]
+
+
+def _node_info(profile: NodeProfile) -> Obj:
+    return {
+        "machineID": new_uid().replace("-", ""),
+        "systemUUID": new_uid(),
+        "bootID": profile.boot_id,
+        "kernelVersion": profile.kernel_version,
+        "osImage": profile.os_image,
+        "containerRuntimeVersion": profile.container_runtime,
+        "kubeletVersion": profile.kubelet_version,
+        "kubeProxyVersion": profile.kubelet_version,
+        "operatingSystem": "linux",
+        "architecture": "amd64",
+    }

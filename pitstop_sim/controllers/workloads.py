@@ -496,6 +496,9 @@ def daemon_pod(ds: Obj, template: Obj, node: str, rng: Any) -> Obj:
     return pod
 
 
+COMPLETION_INDEX = "batch.kubernetes.io/job-completion-index"
+
+
 class JobController(_Owned):
     name = "job"
     storage = "jobs"
@@ -505,126 +508,37 @@ class JobController(_Owned):
         spec = job.get("spec") or {}
         status = clone(job.get("status") or {})
         conditions = list(status.get("conditions") or [])
-        finished = any(
-            c.get("type") in ("Complete", "Failed") and c.get("status") == "True" for c in conditions
-        )
         pods = self.owned_pods(job)
         active = [p for p in pods if pod_is_active(p)]
         succeeded = sum(1 for p in pods if pod_phase(p) == "Succeeded")
         failed = sum(1 for p in pods if pod_phase(p) == "Failed")
-        status["succeeded"] = (
-            max(int(status.get("succeeded", 0)), succeeded) if succeeded else status.get("succeeded", 0)
-        )
-        status["failed"] = max(int(status.get("failed", 0)), failed) if failed else status.get("failed", 0)
-        for key in ("succeeded", "failed"):
-            if not status.get(key):
-                status.pop(key, None)
-        if finished:
-            for pod in active:
-                self.manager.kubelet.terminate(pod)
-            status["active"] = 0
+        _count_finished_pods(status, succeeded, failed)
+        if _holds(conditions, "Complete") or _holds(conditions, "Failed"):
+            self._terminate(active)
             status.pop("active", None)
             status["ready"] = 0
             self.write_status(job, status)
             return
         if spec.get("suspend"):
-            for pod in active:
-                self.manager.kubelet.terminate(pod)
+            self._terminate(active)
             conditions = set_condition(conditions, "Suspended", "True", "JobSuspended", "Job suspended")
-            status.update({"conditions": conditions, "ready": 0})
-            status.pop("active", None)
-            self.write_status(job, status)
+            self._write_stopped(job, status, conditions)
             return
-        if any(c.get("type") == "Suspended" and c.get("status") == "True" for c in conditions):
+        if _holds(conditions, "Suspended"):
             conditions = set_condition(conditions, "Suspended", "False", "JobResumed", "Job resumed")
         status.setdefault("startTime", rfc3339())
         completions = spec.get("completions")
         parallelism = int(spec.get("parallelism", 1))
         target = int(completions) if completions is not None else 1
         if succeeded >= target and not active:
-            stamp = rfc3339()
-            conditions = set_condition(
-                conditions,
-                "SuccessCriteriaMet",
-                "True",
-                "CompletionsReached",
-                "Reached expected number of succeeded pods",
-            )
-            conditions = set_condition(
-                conditions,
-                "Complete",
-                "True",
-                "CompletionsReached",
-                "Reached expected number of succeeded pods",
-            )
-            status.update({"conditions": conditions, "completionTime": stamp, "ready": 0})
-            status.pop("active", None)
-            self.write_status(job, status)
-            self.events.record(job, "Normal", "Completed", "Job completed", "job-controller")
+            self._complete(job, status, conditions)
             return
         if failed > int(spec.get("backoffLimit", 6)):
-            conditions = set_condition(
-                conditions,
-                "FailureTarget",
-                "True",
-                "BackoffLimitExceeded",
-                "Job has reached the specified backoff limit",
-            )
-            conditions = set_condition(
-                conditions,
-                "Failed",
-                "True",
-                "BackoffLimitExceeded",
-                "Job has reached the specified backoff limit",
-            )
-            for pod in active:
-                self.manager.kubelet.terminate(pod)
-            status.update({"conditions": conditions, "ready": 0})
-            status.pop("active", None)
-            self.write_status(job, status)
-            self.events.record(
-                job,
-                "Warning",
-                "BackoffLimitExceeded",
-                "Job has reached the specified backoff limit",
-                "job-controller",
-            )
+            self._fail(job, status, conditions, active)
             return
         want = min(parallelism, target - succeeded) - len(active) - self.in_flight(job)
         if want > 0:
-            indexed = spec.get("completionMode") == "Indexed"
-            taken = {
-                meta(p).get("annotations", {}).get("batch.kubernetes.io/job-completion-index")
-                for p in pods
-                if pod_is_active(p) or pod_phase(p) == "Succeeded"
-            }
-            free_indexes = [str(i) for i in range(target) if str(i) not in taken]
-            template = spec.get("template") or {}
-
-            def build(owner: Obj) -> Obj | None:
-                if indexed:
-                    if not free_indexes:
-                        return None
-                    index = free_indexes.pop(0)
-                    pod = pod_from_template(
-                        owner,
-                        template,
-                        f"{name_of(owner)}-{index}-{random_suffix(self.ctx.rng)}",
-                        {"batch.kubernetes.io/job-completion-index": index},
-                    )
-                    pod["metadata"].setdefault("annotations", {})[
-                        "batch.kubernetes.io/job-completion-index"
-                    ] = index
-                    return pod
-                return pod_from_template(owner, template, f"{name_of(owner)}-{random_suffix(self.ctx.rng)}")
-
-            if not pods:  # the Job's first pods start at once; replacements wait the recreate delay
-                for _ in range(want):
-                    first = build(job)
-                    if first is not None:
-                        self.create_pod(job, first)
-            else:
-                self.create_pods_later(job, want, build)
+            self._start_pods(job, pods, want, target)
         status["active"] = len(active)
         status["ready"] = sum(1 for p in active if pod_is_ready(p))
         status["terminating"] = sum(1 for p in pods if is_terminating(p))
@@ -632,3 +546,80 @@ class JobController(_Owned):
         if not status["conditions"]:
             status.pop("conditions")
         self.write_status(job, status)
+
+    def _terminate(self, pods: list[Obj]) -> None:
+        for pod in pods:
+            self.manager.kubelet.terminate(pod)
+
+    def _write_stopped(self, job: Obj, status: Obj, conditions: list[Obj], **more: Any) -> None:
+        """The status of a Job that runs no pods any more (suspended, complete or failed)."""
+        status.update({"conditions": conditions, **more, "ready": 0})
+        status.pop("active", None)
+        self.write_status(job, status)
+
+    def _complete(self, job: Obj, status: Obj, conditions: list[Obj]) -> None:
+        stamp = rfc3339()
+        message = "Reached expected number of succeeded pods"
+        for kind in ("SuccessCriteriaMet", "Complete"):
+            conditions = set_condition(conditions, kind, "True", "CompletionsReached", message)
+        self._write_stopped(job, status, conditions, completionTime=stamp)
+        self.events.record(job, "Normal", "Completed", "Job completed", "job-controller")
+
+    def _fail(self, job: Obj, status: Obj, conditions: list[Obj], active: list[Obj]) -> None:
+        message = "Job has reached the specified backoff limit"
+        for kind in ("FailureTarget", "Failed"):
+            conditions = set_condition(conditions, kind, "True", "BackoffLimitExceeded", message)
+        self._terminate(active)
+        self._write_stopped(job, status, conditions)
+        self.events.record(job, "Warning", "BackoffLimitExceeded", message, "job-controller")
+
+    def _start_pods(self, job: Obj, pods: list[Obj], want: int, target: int) -> None:
+        """`want` more pods: at once for a Job's first, after the recreate delay for replacements;
+        an Indexed Job's pods take the completion indexes not yet running or done."""
+        spec = job.get("spec") or {}
+        indexed = spec.get("completionMode") == "Indexed"
+        taken = {
+            meta(p).get("annotations", {}).get(COMPLETION_INDEX)
+            for p in pods
+            if pod_is_active(p) or pod_phase(p) == "Succeeded"
+        }
+        free_indexes = [str(i) for i in range(target) if str(i) not in taken]
+        template = spec.get("template") or {}
+
+        def build(owner: Obj) -> Obj | None:
+            if indexed:
+                if not free_indexes:
+                    return None
+                index = free_indexes.pop(0)
+                pod = pod_from_template(
+                    owner,
+                    template,
+                    f"{name_of(owner)}-{index}-{random_suffix(self.ctx.rng)}",
+                    {COMPLETION_INDEX: index},
+                )
+                pod["metadata"].setdefault("annotations", {})[COMPLETION_INDEX] = index
+                return pod
+            return pod_from_template(owner, template, f"{name_of(owner)}-{random_suffix(self.ctx.rng)}")
+
+        if not pods:
+            for _ in range(want):
+                first = build(job)
+                if first is not None:
+                    self.create_pod(job, first)
+        else:
+            self.create_pods_later(job, want, build)
+
+
+def _holds(conditions: list[Obj], kind: str) -> bool:
+    return any(c.get("type") == kind and c.get("status") == "True" for c in conditions)
+
+
+def _count_finished_pods(status: Obj, succeeded: int, failed: int) -> None:
+    """status.succeeded/failed never go down (finished pods may be gone); zero is left out."""
+    if succeeded:
+        status["succeeded"] = max(int(status.get("succeeded", 0)), succeeded)
+    if failed:
+        status["failed"] = max(int(status.get("failed", 0)), failed)
+    for key in ("succeeded", "failed"):
+        if not status.get(key):
+            status.pop(key, None)
