@@ -7,6 +7,7 @@ from __future__ import annotations
 import contextlib
 from typing import Any
 
+from pitstop.kube.annotations import NOT_READY_TAINT, UNREACHABLE_TAINT, UNSCHEDULABLE_TAINT
 from pitstop.kube.objects import is_terminating, name_of, node_is_ready, node_is_unschedulable
 from pitstop_sim.annotations import (
     DRIVER_VERSION_LABEL,
@@ -22,9 +23,6 @@ from pitstop_sim.store import ObjectMissing, WatchEvent, clone
 
 Obj = dict[str, Any]
 
-UNSCHEDULABLE_TAINT = "node.kubernetes.io/unschedulable"
-NOT_READY_TAINT = "node.kubernetes.io/not-ready"
-UNREACHABLE_TAINT = "node.kubernetes.io/unreachable"
 _MANAGED = (UNSCHEDULABLE_TAINT, NOT_READY_TAINT, UNREACHABLE_TAINT)
 
 
