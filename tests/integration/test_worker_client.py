@@ -181,9 +181,10 @@ async def test_sigterm_lets_the_running_activity_finish(
             id=f"slow-{uuid.uuid4()}",
             task_queue=task_queue,
         )
-        # A loaded machine can take a while to import the worker; wait on the marker itself.
+        # A loaded machine can take a while to import the worker; wait on the marker itself
+        # (a file another process writes: there is no event to await, so poll it).
         deadline = asyncio.get_running_loop().time() + 120
-        while not marker.exists() and asyncio.get_running_loop().time() < deadline:
+        while not marker.exists() and asyncio.get_running_loop().time() < deadline:  # noqa: ASYNC110
             await asyncio.sleep(0.05)
         assert marker.exists(), "the activity never started"
 
