@@ -12,19 +12,18 @@ import contextlib
 import os
 import signal
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from pydantic import ValidationError
 from rich.console import Console
 
 from pitstop.policy import PolicyError, WorkerPolicy, load_policy
-from pitstop.sim.cluster import SimCluster, SimConfig
-from pitstop.sim.etcd_store import DEFAULT_PREFIX, EtcdStoreError
-from pitstop.sim.rbac_policy import PolicyError as RbacPolicyError
-from pitstop.sim.scenario import Scenario, ScenarioError, load_scenario
-from pitstop.sim.ssh.files import CLUSTER_NAME
-from pitstop.sim.ssh.server import SshStartError
+
+if TYPE_CHECKING:
+    # The simulator is imported only when `pitstop sim serve` runs (the `sim` extra): a worker
+    # installed without it still loads this CLI.
+    from pitstop_sim.cluster import SimCluster
 
 sim_app = typer.Typer(
     help="The rehearsal cluster: a simulated GPU Kubernetes cluster for kubectl and pitstop.",
@@ -84,7 +83,7 @@ def serve(
             help="The cluster's name: in the inventory, and registered with the worker under it "
             "($PITSTOP_HOME/clusters/<name>/)."
         ),
-    ] = CLUSTER_NAME,
+    ] = "pitstop-sim",  # pitstop_sim.ssh.files.CLUSTER_NAME (test_sim_package holds them equal)
     etcd: Annotated[
         str | None,
         typer.Option(
@@ -94,7 +93,7 @@ def serve(
     ] = None,
     etcd_prefix: Annotated[
         str, typer.Option(help="Key prefix in etcd; one per cluster when several share an etcd.")
-    ] = DEFAULT_PREFIX,
+    ] = "/registry/",  # pitstop_sim.etcd_store.DEFAULT_PREFIX (likewise)
     etcd_resume: Annotated[
         bool,
         typer.Option(
@@ -124,6 +123,12 @@ def serve(
     ] = None,
 ) -> None:
     """Serve the Kubernetes API of a simulated GPU cluster until interrupted."""
+    from pitstop_sim.cluster import SimCluster, SimConfig
+    from pitstop_sim.etcd_store import EtcdStoreError
+    from pitstop_sim.rbac_policy import PolicyError as RbacPolicyError
+    from pitstop_sim.scenario import Scenario, ScenarioError, load_scenario
+    from pitstop_sim.ssh.server import SshStartError
+
     try:
         policy = load_policy()
     except PolicyError as exc:

@@ -17,7 +17,7 @@ from typing import Any
 from ruamel.yaml import YAML
 
 from pitstop.contracts import HostResult, RunReport
-from pitstop.sim import SimCluster, SimConfig, load_scenario
+from pitstop_sim import SimCluster, SimConfig, load_scenario
 
 REPO = Path(__file__).resolve().parent.parent
 RUNBOOK = REPO / "runbooks" / "gpu-node-maintenance.yaml"

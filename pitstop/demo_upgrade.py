@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from pitstop.demo_maintenance import cluster_block, dump_inventory
-from pitstop.sim import SimCluster, SimConfig, load_scenario
+from pitstop_sim import SimCluster, SimConfig, load_scenario
 
 REPO = Path(__file__).resolve().parent.parent
 RUNBOOK = REPO / "runbooks" / "platform-upgrade.yaml"

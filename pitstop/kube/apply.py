@@ -22,6 +22,8 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
+from pitstop.kube.merge_keys import list_merge
+
 Obj = dict[str, Any]
 
 LAST_APPLIED = "kubectl.kubernetes.io/last-applied-configuration"
@@ -53,25 +55,6 @@ BUILTIN_GROUPS = frozenset(
         "storagemigration.k8s.io",
     }
 )
-
-# Strategic merge: list field -> merge key (None: a primitive list merged as a set). Lists not
-# named here are replaced whole, as the apiserver does for lists without a patch strategy.
-MERGE_KEYS: dict[str, str | None] = {
-    "containers": "name",
-    "initContainers": "name",
-    "ephemeralContainers": "name",
-    "env": "name",
-    "volumes": "name",
-    "volumeMounts": "mountPath",
-    "volumeDevices": "devicePath",
-    "imagePullSecrets": "name",
-    "hostAliases": "ip",
-    "topologySpreadConstraints": "topologyKey",
-    "resourceClaims": "name",
-    "schedulingGates": "name",
-    "ownerReferences": "uid",
-    "finalizers": None,
-}
 
 
 def group_of(api_version: str) -> str:
@@ -215,13 +198,10 @@ def three_way_json_merge_patch(
 
 
 def _merge_key(field: str, path: tuple[str, ...]) -> str | bool | None:
-    """The merge key of list `field` at `path`; False when the list is replaced whole."""
-    if field == "ports":
-        # Container ports merge on containerPort, a Service's on port.
-        return "containerPort" if path and path[-1] in ("containers", "initContainers") else "port"
-    if field in MERGE_KEYS:
-        return MERGE_KEYS[field]
-    return False
+    """The merge key of list `field` at `path` (None: primitives merged as a set); False when
+    the list has no patch strategy and is replaced whole (`pitstop.kube.merge_keys`)."""
+    strategy = list_merge(field, path[-1] if path else "")
+    return False if strategy is None else strategy.key
 
 
 def _diff_maps(

@@ -1,4 +1,7 @@
-"""Accessors over API objects as the apiserver serves them (plain dicts, camelCase)."""
+"""Accessors over API objects as the apiserver serves them (plain dicts, camelCase).
+
+The one answer to "is this pod ready?", "which node is it on?": pitstop's modules and the
+rehearsal cluster's controllers and API (`pitstop_sim`) both read objects through these."""
 
 from __future__ import annotations
 

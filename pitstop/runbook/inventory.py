@@ -16,6 +16,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from pitstop.kube.selectors import parse_selector, selector_matches
 from pitstop.modules import SecretRef
 from pitstop.runbook._checks import (
     check_inline_secrets,
@@ -26,7 +27,6 @@ from pitstop.runbook._checks import (
     type_name,
     validate_model,
 )
-from pitstop.runbook._selectors import parse_selector, selector_matches
 from pitstop.runbook._yaml import Node, YamlDoc, load_yaml
 from pitstop.runbook.patterns import resolve_pattern
 

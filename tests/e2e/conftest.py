@@ -19,8 +19,8 @@ from pitstop.contracts import Decision, RunReport, RunRequest, RunStatus
 from pitstop.keys import load_key
 from pitstop.proofs import signed_decision
 from pitstop.runbook import load_runbook
-from pitstop.sim import SimCluster
-from pitstop.sim.models import TimelineEvent
+from pitstop_sim import SimCluster
+from pitstop_sim.models import TimelineEvent
 
 APPROVER = "alice"  # in the runbook's `sre` approvers
 

@@ -30,7 +30,7 @@ from pitstop.bundle import collect
 from pitstop.contracts import RunReport, RunRequest
 from pitstop.keys import load_key
 from pitstop.proofs import sign_request
-from pitstop.sim import SimCluster
+from pitstop_sim import SimCluster
 from tests.e2e.conftest import approve_gates
 from tests.policy_site import PolicyLayer
 from worker import build_worker

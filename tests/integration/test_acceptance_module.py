@@ -12,8 +12,8 @@ from temporalio.exceptions import ApplicationError
 from activities.acceptance import acceptance_check
 from pitstop.acceptance.probes import CATALOGUE, LAYERS
 from pitstop.kube.annotations import MANAGED_BY_LABEL
-from pitstop.sim import SimCluster
-from pitstop.sim.models import NodeHealth, ProfileUpdate
+from pitstop_sim import SimCluster
+from pitstop_sim.models import NodeHealth, ProfileUpdate
 from tests.integration.kube.conftest import ModuleRunner, StartSim, module_runner, start_sim
 
 __all__ = ["module_runner", "start_sim"]

@@ -27,7 +27,7 @@ from activities.observe import observe
 from pitstop.cli import app
 from pitstop.kube.names import InvalidName, check_name
 from pitstop.runbook.inventory import ClusterConfig
-from pitstop.sim import SimCluster
+from pitstop_sim import SimCluster
 from tests.integration.engine.conftest import RunFn
 from tests.integration.kube import conftest as kube_fixtures
 from tests.integration.kube.conftest import ModuleRunner, StartSim

@@ -51,7 +51,7 @@ from pitstop.sandbox import workflow_runner
 from pitstop.schedules import apply_schedules, load_schedules
 from pitstop.secrets import DIR_ENV
 from pitstop.settings import Settings
-from pitstop.sim import SimCluster, SimConfig, parse_scenario
+from pitstop_sim import SimCluster, SimConfig, parse_scenario
 from workflows import WORKFLOWS
 
 REPO = Path(__file__).resolve().parents[2]

@@ -24,7 +24,7 @@ from pitstop.contracts import RunStatus
 from pitstop.runbook import RunbookError, load_runbook
 from pitstop.runbook.eviction import WARNING
 from pitstop.settings import Settings
-from pitstop.sim import SimCluster
+from pitstop_sim import SimCluster
 from tests.integration.engine.conftest import StartFn, status_when
 from tests.integration.kube import conftest as kube_fixtures
 from tests.integration.kube.conftest import StartSim

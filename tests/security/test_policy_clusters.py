@@ -23,7 +23,7 @@ from activities.kube.generic import get
 from pitstop.cli import app
 from pitstop.policy.clusters import register_cluster
 from pitstop.runbook.inventory import ClusterConfig
-from pitstop.sim import SimCluster
+from pitstop_sim import SimCluster
 from tests.integration.kube.conftest import ModuleRunner, StartSim, module_runner, start_sim  # noqa: F401
 from tests.policy_site import PolicyLayer
 from tests.security.policy_fixtures import engine_worker, run, run_history_json, start_run, tasks  # noqa: F401

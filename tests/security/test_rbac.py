@@ -1,7 +1,7 @@
 """The worker's Kubernetes RBAC (deploy/kubernetes/) against what the modules actually call.
 
 The rehearsal cluster authorizes every request as a real apiserver's RBAC authorizer does
-(`SimConfig(rbac=True)`, pitstop.sim.rbac), from the Roles, ClusterRoles and bindings of the
+(`SimConfig(rbac=True)`, pitstop_sim.rbac), from the Roles, ClusterRoles and bindings of the
 shipped manifests; the kubeconfig registered with the worker for the cluster the inventory names
 carries the `pitstop/pitstop-worker` ServiceAccount's token (`SimCluster.register` registers the
 kubeconfig the cluster hands out, checked by `registered_worker_token`). So:
@@ -57,8 +57,8 @@ from pitstop.kube.annotations import CHECKPOINT_PROTOCOL, CHECKPOINT_REQUESTED
 from pitstop.policy import current_policy
 from pitstop.policy.clusters import cluster_rule
 from pitstop.runbook.inventory import ClusterConfig
-from pitstop.sim import SimCluster, SimConfig, load_scenario
-from pitstop.sim.rbac_policy import load_policy
+from pitstop_sim import SimCluster, SimConfig, load_scenario
+from pitstop_sim.rbac_policy import load_policy
 from tests.e2e.conftest import Rehearsal, approve_gates, runbook_limits
 from tests.integration.kube.conftest import ModuleRunner
 from worker import build_worker

@@ -27,7 +27,7 @@ from pitstop.helm import HelmRelease, encode_payload, encode_release
 from pitstop.kube.apply import LAST_APPLIED, last_applied_of
 from pitstop.kube.diff import object_diff
 from pitstop.kube.redact import collecting, redact_object, redact_pair, redact_tree, scrub_text
-from pitstop.sim import SimCluster
+from pitstop_sim import SimCluster
 from tests.integration.engine.conftest import StartFn
 from tests.integration.kube import conftest as kube_fixtures
 from tests.integration.kube.conftest import ModuleRunner, StartSim

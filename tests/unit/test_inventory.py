@@ -9,8 +9,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from pitstop.kube.selectors import parse_selector, selector_matches
 from pitstop.runbook import Inventory, PatternError, RunbookError, load_inventory
-from pitstop.runbook._selectors import parse_selector, selector_matches
 from pitstop.runbook.inventory import Group
 
 INVENTORY = """\

@@ -2,14 +2,18 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 from pitstop.kube import annotations as ours
+from pitstop.kube.budgets import covers
 from pitstop.kube.diff import object_diff
 from pitstop.kube.names import job_name
-from pitstop.kube.selectors import check_selector, matches, object_selector_matches
+from pitstop.kube.selectors import check_selector, matches, object_selector_matches, selector_requirements
 from pitstop.kube.taints import describe, with_taint, without_taint
-from pitstop.sim import annotations as sim
+from pitstop_sim import annotations as sim
+from pitstop_sim.disruption import pdb_selects
 
 
 def test_adding_a_taint_is_idempotent_and_replaces_a_different_value() -> None:
@@ -64,6 +68,28 @@ def test_selectors_in_both_forms() -> None:
     assert not object_selector_matches({"matchExpressions": [{"key": "a", "operator": "Bogus"}]}, {"a": "1"})
     with pytest.raises(ValueError, match="invalid label selector term"):
         check_selector("tier in (a")
+
+
+@pytest.mark.parametrize(
+    ("expression", "error"),
+    [
+        ({"key": "a", "operator": "Bogus", "values": ["1"]}, "is not a valid label selector operator"),
+        ({"key": "a", "operator": "NotIn", "values": []}, "values set can't be empty"),
+        ({"key": "a", "operator": "Exists", "values": ["1"]}, "values set must be empty"),
+    ],
+)
+def test_an_invalid_selector_object_selects_nothing(expression: dict[str, Any], error: str) -> None:
+    # k8s.io/apimachinery LabelSelectorAsSelector / labels.NewRequirement refuse these, and the
+    # eviction subresource skips a PDB whose selector it cannot read ("This object has an
+    # invalid selector, it does not match the pod"). The simulator's disruption arithmetic and
+    # pitstop's drain planning read them through the same function, so they agree.
+    selector = {"matchExpressions": [expression]}
+    with pytest.raises(ValueError, match=error):
+        selector_requirements(selector)
+    assert not object_selector_matches(selector, {"a": "2"})
+    pdb = {"metadata": {"namespace": "ns"}, "spec": {"selector": selector}}
+    pod = {"metadata": {"namespace": "ns", "labels": {"a": "2"}}}
+    assert not covers(pdb, pod) and not pdb_selects(pdb, pod)
 
 
 def test_diff_ignores_the_fields_every_write_changes() -> None:

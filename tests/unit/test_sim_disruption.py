@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from pitstop.sim.disruption import compute_status
+from pitstop_sim.disruption import compute_status
 
 Obj = dict[str, Any]
 RS_REF = {"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "web-1", "uid": "rs-uid", "controller": True}

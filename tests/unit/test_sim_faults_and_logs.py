@@ -4,12 +4,12 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
-from pitstop.sim.clock import human_duration
-from pitstop.sim.counters import unavailability
-from pitstop.sim.faults import FaultInjector, RequestInfo
-from pitstop.sim.models import ApiErrorFault, LatencyFault, NodeHealth, NodeProfile, TimelineEvent
-from pitstop.sim.tables import _node_row
-from pitstop.sim.validation_logs import produce
+from pitstop_sim.clock import human_duration
+from pitstop_sim.counters import unavailability
+from pitstop_sim.faults import FaultInjector, RequestInfo
+from pitstop_sim.models import ApiErrorFault, LatencyFault, NodeHealth, NodeProfile, TimelineEvent
+from pitstop_sim.tables import _node_row
+from pitstop_sim.validation_logs import produce
 
 
 def profile(**health: object) -> NodeProfile:

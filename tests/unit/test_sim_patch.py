@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from pitstop.sim.patch import PatchError, json_patch, merge_patch, strategic_merge_patch
+from pitstop_sim.patch import PatchError, json_patch, merge_patch, strategic_merge_patch
 
 POD = {
     "metadata": {"labels": {"app": "web", "tier": "front"}, "finalizers": ["a"]},

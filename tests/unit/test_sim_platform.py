@@ -8,11 +8,11 @@ from pathlib import Path
 
 import pytest
 
-from pitstop.sim.models import NodeHealth, NodeProfile
-from pitstop.sim.scenario import ScenarioError, load_scenario, parse_scenario
-from pitstop.sim.seed import node_profiles
-from pitstop.sim.ssh.packages import compare_versions
-from pitstop.sim.validation_logs import produce
+from pitstop_sim.models import NodeHealth, NodeProfile
+from pitstop_sim.scenario import ScenarioError, load_scenario, parse_scenario
+from pitstop_sim.seed import node_profiles
+from pitstop_sim.ssh.packages import compare_versions
+from pitstop_sim.validation_logs import produce
 
 SCENARIOS = Path(__file__).resolve().parents[2] / "runbooks" / "scenarios"
 

@@ -1,4 +1,4 @@
-"""The rehearsal cluster's RBAC authorizer (pitstop.sim.rbac, .rbac_policy, .access) against the
+"""The rehearsal cluster's RBAC authorizer (pitstop_sim.rbac, .rbac_policy, .access) against the
 apiserver's rules: request attributes from paths (k8s.io/apiserver RequestInfoFactory), rule
 matching (rbac/v1 RuleAllows), binding scope, the 403 message shape, policy files, tokens."""
 
@@ -9,9 +9,9 @@ from typing import Any
 
 import pytest
 
-from pitstop.sim.access import ADMIN, AccessControl, TokenAuthenticator
-from pitstop.sim.errors import ApiError
-from pitstop.sim.rbac import (
+from pitstop_sim.access import ADMIN, AccessControl, TokenAuthenticator
+from pitstop_sim.errors import ApiError
+from pitstop_sim.rbac import (
     RbacAuthorizer,
     RequestAttributes,
     UserInfo,
@@ -20,8 +20,8 @@ from pitstop.sim.rbac import (
     rule_allows,
     service_account_user,
 )
-from pitstop.sim.rbac_policy import PolicyError, bootstrap_objects, load_policy
-from pitstop.sim.store import InMemoryStore
+from pitstop_sim.rbac_policy import PolicyError, bootstrap_objects, load_policy
+from pitstop_sim.store import InMemoryStore
 
 WORKER = service_account_user("pitstop", "pitstop-worker")
 RBAC = "apiVersion: rbac.authorization.k8s.io/v1\n"

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from pitstop.sim.scenario import ScenarioError, load_scenario, parse_scenario
+from pitstop_sim.scenario import ScenarioError, load_scenario, parse_scenario
 
 
 def error(text: str) -> str:

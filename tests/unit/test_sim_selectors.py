@@ -4,15 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from pitstop.sim.errors import ApiError
-from pitstop.sim.resources import ResourceRegistry
-from pitstop.sim.selectors import (
-    labels_match,
-    parse_field_selector,
-    parse_label_selector,
-    selector_requirements,
-    selector_string,
-)
+from pitstop.kube.selectors import labels_match, selector_requirements
+from pitstop_sim.errors import ApiError
+from pitstop_sim.resources import ResourceRegistry
+from pitstop_sim.selectors import parse_field_selector, parse_label_selector, selector_string
 
 PODS = ResourceRegistry().lookup("", "pods")
 POD = {

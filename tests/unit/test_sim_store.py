@@ -6,9 +6,9 @@ from typing import Any
 
 import pytest
 
-from pitstop.runbook._selectors import parse_selector
-from pitstop.sim.selectors import FieldTerm
-from pitstop.sim.store import InMemoryStore, ObjectExists, VersionConflict, WatchEvent, object_key
+from pitstop.kube.selectors import parse_selector
+from pitstop_sim.selectors import FieldTerm
+from pitstop_sim.store import InMemoryStore, ObjectExists, VersionConflict, WatchEvent, object_key
 
 Obj = dict[str, Any]
 

@@ -230,7 +230,7 @@ async def test_a_deviation_reported_by_acceptance_waits_for_a_written_explanatio
     from temporalio.client import WorkflowUpdateFailedError
 
     from pitstop.contracts import Decision
-    from pitstop.sim.models import NodeHealth, ProfileUpdate
+    from pitstop_sim.models import NodeHealth, ProfileUpdate
     from tests.integration.engine.conftest import status_when
 
     sim = start_sim("cluster: {nodes: 2, domains: 1}\ntiming: {time_scale: 60}")

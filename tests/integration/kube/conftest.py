@@ -15,7 +15,7 @@ from temporalio.testing import ActivityEnvironment
 
 from pitstop.contracts import ModuleCall, ModuleResult
 from pitstop.runbook.inventory import ClusterConfig
-from pitstop.sim import SimCluster
+from pitstop_sim import SimCluster
 from tests.integration.engine.conftest import engine_worker, run, start_run
 from tests.integration.sim.conftest import StartSim, start_sim
 

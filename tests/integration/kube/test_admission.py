@@ -9,7 +9,7 @@ import pytest
 from temporalio.exceptions import ApplicationError
 
 from activities.kube.admission import resume_admission, stop_admission
-from pitstop.sim import SimCluster
+from pitstop_sim import SimCluster
 from tests.integration.kube.conftest import ModuleRunner, StartSim
 
 KUEUE = """

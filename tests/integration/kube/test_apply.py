@@ -13,7 +13,7 @@ from temporalio.exceptions import ApplicationError
 from activities.kube.apply import apply
 from activities.kube.client import Kube, api_client
 from pitstop.runbook.inventory import ClusterConfig
-from pitstop.sim import SimCluster
+from pitstop_sim import SimCluster
 from tests.integration.kube.conftest import ModuleRunner, StartSim
 from tests.integration.sim.conftest import Kubectl, kubectl_for
 

@@ -9,7 +9,7 @@ from temporalio.exceptions import ApplicationError
 from activities.kube.checkpoint import wait_for_workloads
 from activities.kube.drain import drain_node
 from activities.kube.nodes import cordon
-from pitstop.sim import SimCluster
+from pitstop_sim import SimCluster
 from tests.integration.kube.conftest import ModuleRunner, StartSim
 
 CLUSTER = """

@@ -13,7 +13,7 @@ from temporalio.exceptions import ApplicationError, CancelledError
 from activities.kube.drain import drain_node
 from activities.kube.nodes import cordon
 from pitstop.contracts import ModuleResult
-from pitstop.sim import ApiErrorFault, SimCluster
+from pitstop_sim import ApiErrorFault, SimCluster
 from tests.integration.kube.conftest import ModuleRunner, StartSim
 
 CLUSTER = """

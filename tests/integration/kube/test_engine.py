@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import textwrap
 
-from pitstop.sim import SimCluster
+from pitstop_sim import SimCluster
 from tests.integration.engine.conftest import RunFn
 from tests.integration.kube.conftest import StartSim
 

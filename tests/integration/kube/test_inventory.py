@@ -14,7 +14,7 @@ from activities.kube.inventory import ClusterUnreachable
 from activities.plan import build_plan
 from pitstop.contracts import Plan, RunRequest
 from pitstop.policy.clusters import register_cluster
-from pitstop.sim import SimCluster
+from pitstop_sim import SimCluster
 from tests.integration.kube.conftest import StartSim
 
 CLUSTER = """

@@ -11,7 +11,7 @@ from temporalio.exceptions import ApplicationError
 from activities.kube.nodes import annotate, cordon, taint, uncordon, untaint, wait_node_ready
 from pitstop.policy.clusters import register_cluster
 from pitstop.runbook.inventory import ClusterConfig
-from pitstop.sim import ApiErrorFault, SimCluster
+from pitstop_sim import ApiErrorFault, SimCluster
 from tests.integration.kube.conftest import ModuleRunner, StartSim
 
 CLUSTER = """

@@ -15,7 +15,7 @@ from activities.kube.upgrade_checks import crd_webhook_check, deprecations
 from pitstop.helm import HelmRelease, encode_release
 from pitstop.kube.apply import LAST_APPLIED
 from pitstop.runbook.inventory import ClusterConfig
-from pitstop.sim import SimCluster
+from pitstop_sim import SimCluster
 from tests.integration.kube.conftest import ModuleRunner, StartSim
 
 Obj = dict[str, Any]

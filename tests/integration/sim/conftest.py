@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from kubernetes import client, config
 
-from pitstop.sim import SimCluster, SimConfig, parse_scenario
+from pitstop_sim import SimCluster, SimConfig, parse_scenario
 
 KUBECTL = shutil.which("kubectl") or "/usr/bin/kubectl"
 

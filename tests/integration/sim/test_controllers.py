@@ -7,7 +7,7 @@ import textwrap
 import time
 from typing import Any
 
-from pitstop.sim import ProfileUpdate, SimCluster
+from pitstop_sim import ProfileUpdate, SimCluster
 from tests.integration.sim.conftest import StartSim
 
 Obj = dict[str, Any]

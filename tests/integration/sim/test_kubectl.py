@@ -6,7 +6,7 @@ import re
 import time
 from collections.abc import Callable
 
-from pitstop.sim import SimCluster
+from pitstop_sim import SimCluster
 from tests.integration.sim.conftest import Kubectl, StartSim
 
 CLUSTER = """

@@ -11,7 +11,7 @@ from kubernetes import client, watch
 from kubernetes.client.rest import ApiException
 
 from pitstop.gpu.dcgm import parse_dcgm_diag
-from pitstop.sim import ApiErrorFault, SimCluster
+from pitstop_sim import ApiErrorFault, SimCluster
 from tests.integration.sim.conftest import StartSim
 
 ClientFor = Callable[[SimCluster], client.ApiClient]

@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from pitstop.sim import ScenarioError, SimCluster, SimConfig, load_scenario
+from pitstop_sim import ScenarioError, SimCluster, SimConfig, load_scenario
 from tests.integration.sim.conftest import Kubectl, StartSim
 
 REPO = Path(__file__).resolve().parents[3]

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from pitstop.devstack import DevStack, free_ports_config
-from pitstop.sim import SimCluster, SimConfig
+from pitstop_sim import SimCluster, SimConfig
 
 # The engine (a worker, `run` a runbook to its end) and the backup site (S3 credentials, a
 # fresh bucket, a cluster name) fixtures.

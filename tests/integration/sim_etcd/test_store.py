@@ -12,8 +12,8 @@ from typer.testing import CliRunner
 
 from pitstop.cli_sim import sim_app
 from pitstop.devstack import DevStack, free_port
-from pitstop.sim import SimCluster, SimConfig, SimControl
-from pitstop.sim.etcd_store import EtcdStoreError
+from pitstop_sim import SimCluster, SimConfig, SimControl
+from pitstop_sim.etcd_store import EtcdStoreError
 from tests.integration.etcd.conftest import etcdctl
 from tests.integration.sim_etcd.conftest import StartSim, count, keys, stored
 

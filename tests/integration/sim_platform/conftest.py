@@ -15,7 +15,7 @@ from typing import Any
 import paramiko
 import pytest
 
-from pitstop.sim import SimCluster, SimConfig, load_scenario
+from pitstop_sim import SimCluster, SimConfig, load_scenario
 
 SCENARIO = Path(__file__).resolve().parents[3] / "runbooks" / "scenarios" / "platform-upgrade-regression.yaml"
 KUBECTL = shutil.which("kubectl") or "/usr/bin/kubectl"

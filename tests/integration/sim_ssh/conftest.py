@@ -17,8 +17,8 @@ from pitstop.contracts import ModuleCall, ModuleResult
 from pitstop.runbook import load_inventory
 from pitstop.runbook.inventory import Inventory
 from pitstop.secrets import DIR_ENV
-from pitstop.sim import SimCluster, SimConfig, parse_scenario
 from pitstop.ssh import close_all
+from pitstop_sim import SimCluster, SimConfig, parse_scenario
 from tests.policy_site import PolicyLayer
 
 NODE = "gpu-node-001"

@@ -13,10 +13,10 @@ from temporalio.exceptions import ApplicationError
 
 from activities.ssh import ssh_command, ssh_copy, ssh_facts, ssh_firmware_update, ssh_reboot, ssh_script
 from pitstop.contracts import ModuleResult
-from pitstop.sim import ScenarioError, parse_scenario
-from pitstop.sim.ssh import SshDrop, SshNodeFaults
-from pitstop.sim.ssh.keys import new_key, public_line
 from pitstop.ssh.protocol import FirmwareFiles
+from pitstop_sim import ScenarioError, parse_scenario
+from pitstop_sim.ssh import SshDrop, SshNodeFaults
+from pitstop_sim.ssh.keys import new_key, public_line
 from tests.integration.sim_ssh.conftest import NODE, OTHER, SCENARIO, SimNodes
 
 NEW_FIRMWARE = "97.00.01.00.01"

@@ -7,12 +7,12 @@ import threading
 import time
 from collections.abc import Callable
 
-from pitstop.sim.models import NodeProfile, ProfileUpdate
-from pitstop.sim.ssh import shell
-from pitstop.sim.ssh.context import ExecContext
-from pitstop.sim.ssh.host import NodeHost
 from pitstop.ssh import protocol
 from pitstop.ssh.parsers import parse_marker
+from pitstop_sim.models import NodeProfile, ProfileUpdate
+from pitstop_sim.ssh import shell
+from pitstop_sim.ssh.context import ExecContext
+from pitstop_sim.ssh.host import NodeHost
 
 
 class StagingBackend:

@@ -21,7 +21,7 @@ from temporalio.client import Client, WorkflowExecutionStatus, WorkflowHandle
 
 from pitstop.contracts import RunReport, RunRequest
 from pitstop.settings import Settings
-from pitstop.sim.ssh import SshNodeFaults
+from pitstop_sim.ssh import SshNodeFaults
 from tests.integration.engine.conftest import write_bundle
 from tests.integration.engine.test_durability import WorkerProcess, wait_for
 from tests.integration.sim_ssh.conftest import NODE, SimNodes

@@ -1,0 +1,165 @@
+"""CustomResourceDefinitions the rehearsal cluster installs: Kueue's API and the GPU
+Operator's ClusterPolicy, with the printer columns their real CRDs declare."""
+
+from __future__ import annotations
+
+from typing import Any
+
+Obj = dict[str, Any]
+
+
+def _crd(
+    group: str,
+    kind: str,
+    plural: str,
+    scope: str,
+    *,
+    short: list[str] | None = None,
+    columns: list[Obj] | None = None,
+    version: str = "v1beta1",
+    categories: list[str] | None = None,
+) -> Obj:
+    names: Obj = {"plural": plural, "singular": kind.lower(), "kind": kind, "listKind": f"{kind}List"}
+    if short:
+        names["shortNames"] = short
+    if categories:
+        names["categories"] = categories
+    return {
+        "apiVersion": "apiextensions.k8s.io/v1",
+        "kind": "CustomResourceDefinition",
+        "metadata": {"name": f"{plural}.{group}"},
+        "spec": {
+            "group": group,
+            "names": names,
+            "scope": scope,
+            "versions": [
+                {
+                    "name": version,
+                    "served": True,
+                    "storage": True,
+                    "subresources": {"status": {}},
+                    "additionalPrinterColumns": columns or [],
+                    "schema": {
+                        "openAPIV3Schema": {"type": "object", "x-kubernetes-preserve-unknown-fields": True}
+                    },
+                }
+            ],
+        },
+    }
+
+
+# Kueue's CRDs (v1beta1, category "kueue"), with the printer columns its release declares.
+_KUEUE: list[Obj] = [
+    {
+        "kind": "ClusterQueue",
+        "plural": "clusterqueues",
+        "scope": "Cluster",
+        "short": ["cq"],
+        "columns": [
+            {
+                "name": "Cohort",
+                "type": "string",
+                "jsonPath": ".spec.cohort",
+                "description": "Cohort that this ClusterQueue belongs to",
+            },
+            {
+                "name": "Strategy",
+                "type": "string",
+                "jsonPath": ".spec.queueingStrategy",
+                "priority": 1,
+                "description": "The queueing strategy used to prioritize workloads",
+            },
+            {
+                "name": "Pending Workloads",
+                "type": "integer",
+                "jsonPath": ".status.pendingWorkloads",
+                "description": "Number of pending workloads",
+            },
+            {
+                "name": "Admitted Workloads",
+                "type": "integer",
+                "jsonPath": ".status.admittedWorkloads",
+                "priority": 1,
+                "description": "Number of admitted workloads that haven't finished yet",
+            },
+        ],
+    },
+    {
+        "kind": "LocalQueue",
+        "plural": "localqueues",
+        "scope": "Namespaced",
+        "short": ["queue", "queues", "lq"],
+        "columns": [
+            {
+                "name": "ClusterQueue",
+                "type": "string",
+                "jsonPath": ".spec.clusterQueue",
+                "description": "Backing ClusterQueue",
+            },
+            {
+                "name": "Pending Workloads",
+                "type": "integer",
+                "jsonPath": ".status.pendingWorkloads",
+                "description": "Number of pending workloads",
+            },
+            {
+                "name": "Admitted Workloads",
+                "type": "integer",
+                "jsonPath": ".status.admittedWorkloads",
+                "description": "Number of admitted workloads that haven't finished yet.",
+            },
+        ],
+    },
+    {
+        "kind": "ResourceFlavor",
+        "plural": "resourceflavors",
+        "scope": "Cluster",
+        "short": ["flavor", "flavors", "rf"],
+    },
+    {
+        "kind": "Workload",
+        "plural": "workloads",
+        "scope": "Namespaced",
+        "short": ["wl"],
+        "columns": [
+            {
+                "name": "Queue",
+                "type": "string",
+                "jsonPath": ".spec.queueName",
+                "description": "Name of the queue this workload was submitted to",
+            },
+            {
+                "name": "Reserved in",
+                "type": "string",
+                "jsonPath": ".status.admission.clusterQueue",
+                "description": "Name of the ClusterQueue where the workload is reserving quota",
+            },
+            {
+                "name": "Age",
+                "type": "date",
+                "jsonPath": ".metadata.creationTimestamp",
+                "description": "Time this workload was created",
+            },
+        ],
+    },
+]
+
+
+def kueue_crds() -> list[Obj]:
+    return [_crd("kueue.x-k8s.io", categories=["kueue"], **shape) for shape in _KUEUE]
+
+
+def gpu_operator_crds() -> list[Obj]:
+    return [
+        _crd(
+            "nvidia.com",
+            "ClusterPolicy",
+            "clusterpolicies",
+            "Cluster",
+            version="v1",
+            columns=[
+                {"name": "Status", "type": "string", "jsonPath": ".status.state"},
+                {"name": "Age", "type": "string", "jsonPath": ".metadata.creationTimestamp"},
+            ],
+        ),
+    ]
