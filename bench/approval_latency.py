@@ -35,9 +35,9 @@ from pitstop.client import connect  # noqa: E402
 from pitstop.contracts import RunReport, RunRequest  # noqa: E402
 from pitstop.devstack import DevStack, free_ports_config  # noqa: E402
 from pitstop.settings import Settings  # noqa: E402
+from pitstop.worker_app import build_worker  # noqa: E402
 from tests import testmodules  # noqa: E402
 from tests.integration.slack.slackfake import BOT_TOKEN, SIGNING_SECRET, Clicker, FakeSlack  # noqa: E402
-from worker import build_worker  # noqa: E402
 from workflows import WORKFLOWS  # noqa: E402
 
 GATES = 30

@@ -26,10 +26,10 @@ def worker(ctx: typer.Context) -> None:
     """Run a worker (same as `python worker.py`; options after `--`)."""
     import sys
 
-    import worker as worker_module
+    from pitstop import worker_app
 
     sys.argv = ["pitstop worker", *ctx.args]
-    typer.run(worker_module.main)
+    typer.run(worker_app.main)
 
 
 @app.command()

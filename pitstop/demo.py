@@ -90,7 +90,7 @@ async def run_demo(
     from pitstop import demo_maintenance as dm
     from pitstop.client import connect, encryption_summary
     from pitstop.runbook import load_runbook
-    from worker import WorkerKeys, build_worker
+    from pitstop.worker_app import WorkerKeys, build_worker
 
     # Reboots cut SSH connections on purpose; paramiko would log each as an error.
     logging.getLogger("paramiko").setLevel(logging.CRITICAL)

@@ -31,9 +31,9 @@ from pitstop.contracts import RunReport, RunRequest
 from pitstop.keys import load_key
 from pitstop.proofs import sign_request
 from pitstop.sim import SimCluster
+from pitstop.worker_app import build_worker
 from tests.e2e.conftest import approve_gates
 from tests.policy_site import PolicyLayer
-from worker import build_worker
 from workflows import WORKFLOWS
 
 pytestmark = pytest.mark.integration

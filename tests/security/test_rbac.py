@@ -59,9 +59,9 @@ from pitstop.policy.clusters import cluster_rule
 from pitstop.runbook.inventory import ClusterConfig
 from pitstop.sim import SimCluster, SimConfig, load_scenario
 from pitstop.sim.rbac_policy import load_policy
+from pitstop.worker_app import build_worker
 from tests.e2e.conftest import Rehearsal, approve_gates, runbook_limits
 from tests.integration.kube.conftest import ModuleRunner
-from worker import build_worker
 from workflows import WORKFLOWS
 
 pytestmark = pytest.mark.integration
