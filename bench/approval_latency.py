@@ -67,7 +67,7 @@ def free_port() -> int:
 
 def start_bridge(env: dict[str, str], port: int) -> subprocess.Popen[bytes]:
     # `pitstop slack serve`, through its typer app (the same code the `pitstop` entry point runs).
-    code = "from pitstop.cli_slack import slack_app; slack_app()"
+    code = "from pitstop.cli.slack import slack_app; slack_app()"
     command = [sys.executable, "-c", code, "serve", "--host", "127.0.0.1", "--port", str(port)]
     return subprocess.Popen([*command, "--log-level", "WARNING"], env=env, cwd=REPO)
 

@@ -99,7 +99,7 @@ def start_simulator(workdir: Path, nodes: int, pods: int) -> tuple[subprocess.Po
         [
             sys.executable,
             "-m",
-            "pitstop.cli_sim",
+            "pitstop.cli.sim",
             "serve",
             "--scenario",
             str(scenario_file),

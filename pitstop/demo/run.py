@@ -1,5 +1,5 @@
 """`pitstop demo`: the embedded stack, the rehearsal cluster, a worker, and the GPU node
-maintenance runbook end to end (see `pitstop/demo_maintenance.py`).
+maintenance runbook end to end (see `pitstop/demo/maintenance.py`).
 
 Gates are answered by a demo approver through the same `decide` Update path that the CLI,
 Slack and the Temporal UI use (`--interactive` leaves them to a person instead). The demo runs
@@ -87,8 +87,8 @@ async def run_demo(
 
     Payloads are encrypted when `codec` asks for it or the home already has its key file
     (`pitstop dev up --codec`); otherwise not, so the demo's history reads as plain JSON."""
-    from pitstop import demo_maintenance as dm
     from pitstop.client import connect, encryption_summary
+    from pitstop.demo import maintenance as dm
     from pitstop.runbook import load_runbook
     from pitstop.worker_app import WorkerKeys, build_worker
 

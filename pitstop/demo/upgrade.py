@@ -13,7 +13,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from pitstop.demo_maintenance import cluster_block, dump_inventory
+from pitstop.demo.maintenance import cluster_block, dump_inventory
 from pitstop.sim import SimCluster, SimConfig, load_scenario
 
 REPO = Path(__file__).resolve().parent.parent

@@ -16,8 +16,8 @@ import pytest
 from temporalio.client import Client, WorkflowHandle
 
 from activities import ACTIVITIES
-from pitstop import demo_maintenance as dm
 from pitstop.contracts import RunReport
+from pitstop.demo import maintenance as dm
 from pitstop.worker_app import build_worker
 from tests.e2e.conftest import (
     APPROVER,

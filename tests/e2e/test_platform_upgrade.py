@@ -25,9 +25,9 @@ import pytest
 from temporalio.client import Client, WorkflowHandle
 
 from activities import ACTIVITIES
-from pitstop import demo_upgrade as du
 from pitstop.bundle import collect
 from pitstop.contracts import RunReport, RunRequest
+from pitstop.demo import upgrade as du
 from pitstop.keys import load_key
 from pitstop.proofs import sign_request
 from pitstop.sim import SimCluster

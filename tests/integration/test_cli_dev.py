@@ -41,10 +41,10 @@ class DoubleWorkflow:
 
 def dev(*args: str) -> subprocess.CompletedProcess[str]:
     """Run `pitstop dev ...` in its own process (wide terminal so rich does not wrap messages)."""
-    # `python -m pitstop.cli_dev` is the same typer app `pitstop dev` mounts; it keeps these
+    # `python -m pitstop.cli.dev` is the same typer app `pitstop dev` mounts; it keeps these
     # tests independent of the other CLI areas (test_pitstop_cli_mounts_dev covers the mount).
     return subprocess.run(
-        [sys.executable, "-m", "pitstop.cli_dev", *args],
+        [sys.executable, "-m", "pitstop.cli.dev", *args],
         capture_output=True,
         text=True,
         timeout=120,

@@ -606,7 +606,7 @@ async def test_unusable_keys_stop_every_process_before_it_touches_temporal(
     for argv, code in (
         ([str(PITSTOP), "run", str(runbook), "-i", str(inventory), "--id", run_id], 1),
         ([sys.executable, "worker.py"], 2),
-        ([sys.executable, "-m", "pitstop.cli_codec", "serve", "--port", "0"], 2),
+        ([sys.executable, "-m", "pitstop.cli.codec", "serve", "--port", "0"], 2),
     ):
         done = await acli(argv, env)
         assert done.returncode == code, done.stdout + done.stderr

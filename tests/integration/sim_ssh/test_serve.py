@@ -47,7 +47,7 @@ def test_serve_writes_an_inventory_of_ssh_endpoints_that_the_modules_use(
     kubeconfig = tmp_path / "kubeconfig"
     shape = ["--nodes", "3", "--domains", "3", "--time-scale", "60"]
     proc = subprocess.Popen(
-        [sys.executable, "-m", "pitstop.cli_sim", "serve", *shape, "--kubeconfig", str(kubeconfig)],
+        [sys.executable, "-m", "pitstop.cli.sim", "serve", *shape, "--kubeconfig", str(kubeconfig)],
         cwd=REPO_ROOT,
         env={**os.environ, "COLUMNS": "250"},
         stdout=subprocess.PIPE,
