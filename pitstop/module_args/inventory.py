@@ -15,9 +15,9 @@ from typing import Any
 
 from pydantic import Field, field_validator
 
-from pitstop.inventory.components import unknown_keys_message
 from pitstop.kube.selectors import check_selector
 from pitstop.modules import ModuleArgs, ModuleSpec, RetryDefaults, register
+from pitstop.versions.components import unknown_keys_message
 
 DEFAULT_GPU_SELECTOR = "nvidia.com/gpu.present=true"
 

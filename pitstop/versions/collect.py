@@ -20,7 +20,8 @@ from pydantic import BaseModel, Field
 
 from pitstop.compat.matrix import Matrix, Support, parse_spec, support_for
 from pitstop.compat.versions import try_parse_version
-from pitstop.inventory.components import (
+from pitstop.kube.objects import name_of
+from pitstop.versions.components import (
     NODE_SOURCES,
     AnnotationSource,
     Component,
@@ -30,8 +31,7 @@ from pitstop.inventory.components import (
     PackageSource,
     SshFactSource,
 )
-from pitstop.inventory.detect import ClusterView, Found, detect_cluster, detect_nodes
-from pitstop.kube.objects import name_of
+from pitstop.versions.detect import ClusterView, Found, detect_cluster, detect_nodes
 
 NOT_VALIDATED = "not validated"
 _UNITS = {

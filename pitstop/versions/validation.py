@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from pitstop.inventory.components import ComponentTable
+from pitstop.versions.components import ComponentTable
 
 FAILING = ("failed", "deviation", "deviated")
 

@@ -14,14 +14,14 @@ from typing import Any
 import pytest
 from temporalio.exceptions import ApplicationError
 
-from activities.inventory import versions
 from activities.ssh import ssh_facts
+from activities.versions import versions
 from pitstop.contracts import ModuleCall
-from pitstop.inventory.components import COMPONENT_KEYS
 from pitstop.runbook import load_inventory
 from pitstop.secrets import DIR_ENV
 from pitstop.sim import SimCluster, SimConfig, parse_scenario
 from pitstop.ssh import close_all
+from pitstop.versions.components import COMPONENT_KEYS
 from tests.integration.kube.conftest import ModuleRunner, StartSim, module_runner, start_sim
 from tests.integration.sim_ssh.conftest import SimNodes, start_nodes
 from tests.integration.ssh.conftest import fake_node, lab, ssh_lab, sshd_binary

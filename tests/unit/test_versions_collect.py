@@ -12,16 +12,16 @@ from ruamel.yaml import YAML
 
 from pitstop.compat.matrix import Matrix, load_matrices
 from pitstop.helm import HelmRelease
-from pitstop.inventory.collect import Inventory, collect, mixed, same_version
-from pitstop.inventory.components import (
+from pitstop.module_args.inventory import VersionsArgs
+from pitstop.versions.collect import Inventory, collect, mixed, same_version
+from pitstop.versions.components import (
     COMPONENT_KEYS,
     ROWS,
     ComponentTable,
     load_components,
     parse_components,
 )
-from pitstop.inventory.detect import ClusterView
-from pitstop.module_args.inventory import VersionsArgs
+from pitstop.versions.detect import ClusterView
 
 Obj = dict[str, Any]
 COMPAT = Path(__file__).resolve().parents[2] / "runbooks" / "compat"

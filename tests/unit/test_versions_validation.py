@@ -9,8 +9,8 @@ from typing import Any
 import pytest
 from ruamel.yaml import YAML
 
-from pitstop.inventory.components import ComponentTableError, load_components, parse_components
-from pitstop.inventory.validation import check_outcomes, validation_states
+from pitstop.versions.components import ComponentTableError, load_components, parse_components
+from pitstop.versions.validation import check_outcomes, validation_states
 
 TABLE = load_components(Path(__file__).resolve().parents[2] / "runbooks" / "compat")
 
