@@ -2,9 +2,9 @@
 `pitstop demo --upgrade` share.
 
 The cluster comes from `runbooks/scenarios/platform-upgrade.yaml` (Kubernetes v1.30, the GPU
-stack and the AI controllers of seed 000 §2, a control-plane node and GPU nodes each with an
-SSH endpoint); its objects are persisted to the embedded etcd so that the preflight's backup
-is a real snapshot of them. The inventory names the groups the runbook uses:
+stack and the AI controllers of docs/upgrade-process.md "Version inventory", a control-plane
+node and GPU nodes each with an SSH endpoint); its objects are persisted to the embedded etcd
+so that the preflight's backup is a real snapshot of them. The inventory names the groups the runbook uses:
 `control_plane`, `gpu_fleet`, `gpu_canary`, and the site's settings on `localhost`.
 """
 

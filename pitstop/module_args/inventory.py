@@ -1,4 +1,5 @@
-"""Args of `inventory.versions`: the platform's version inventory (seed 000 §2), read-only.
+"""Args of `inventory.versions`: the platform's version inventory
+(docs/upgrade-process.md "Version inventory"), read-only.
 
 Component keys (targets, validation) are the design's: os, kernel, gpu-firmware, kubernetes,
 kube-controller-manager, kube-scheduler, kubelet, kubectl, container-runtime, cni, csi,

@@ -1,7 +1,7 @@
 """The version inventory (pure): from what the cluster API and the SSH facts show, one row per
-component key with the five columns of seed 000 §2 (current, target, support source,
-validation state, rollback method), plus the maps later steps consume (`current`, `target`,
-`diff`, `skew`).
+component key with the five columns of docs/upgrade-process.md "Version inventory" (current,
+target, support source, validation state, rollback method), plus the maps later steps consume
+(`current`, `target`, `diff`, `skew`).
 
 Mixed versions (nodes or workloads that disagree) are reported as such:
 `550.90.07 (3 nodes), 570.86.15 (1 node)`, with `versions_by_node` in the row. The `current`

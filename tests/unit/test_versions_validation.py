@@ -1,5 +1,6 @@
 """The validation state of each inventory row, from the acceptance checks that exercise its
-component (seed 000 §2's "validation state" column, judged by seed 000 §12)."""
+component (the "validation state" column of docs/upgrade-process.md "Version inventory", judged as
+docs/upgrade-process.md "Acceptance by layer" says)."""
 
 from __future__ import annotations
 
