@@ -566,9 +566,8 @@ def _observed(result: Any) -> list[str]:
     return [f"- {_cell(result)}"]
 
 
-def render_markdown(record: ChangeRecord) -> str:
-    r = record
-    lines = [
+def _header(r: ChangeRecord) -> list[str]:
+    return [
         f"# Change record — {r.cluster}: {r.outcome.upper()}",
         "",
         f"{r.status}.",
@@ -581,17 +580,21 @@ def render_markdown(record: ChangeRecord) -> str:
         f"| Started | {_cell(r.started_at)} |",
     ]
 
-    g = r.goal_and_risk
-    lines += ["", "## Goal and risk", ""]
-    lines += [f"- Goal: {_cell(g.goal or NOT_REACHED)}", f"- Risk: {_cell(g.risk or NOT_REACHED)}"]
 
-    lines += ["", "## Version diff", ""]
-    if r.version_diff.state != "recorded":
+def _goal_and_risk(g: GoalAndRisk) -> list[str]:
+    lines = ["", "## Goal and risk", ""]
+    lines += [f"- Goal: {_cell(g.goal or NOT_REACHED)}", f"- Risk: {_cell(g.risk or NOT_REACHED)}"]
+    return lines
+
+
+def _version_diff_section(diff: VersionDiff) -> list[str]:
+    lines = ["", "## Version diff", ""]
+    if diff.state != "recorded":
         lines.append(f"_{NOT_REACHED}: no version inventory was taken._")
-    elif not r.version_diff.changes:
-        lines.append(f"No component changes version ({r.version_diff.unchanged} unchanged).")
+    elif not diff.changes:
+        lines.append(f"No component changes version ({diff.unchanged} unchanged).")
     else:
-        after = any(c.after is not None for c in r.version_diff.changes)
+        after = any(c.after is not None for c in diff.changes)
         if after:
             lines += [
                 "| component | version inventory row | current | target | after | validation |",
@@ -600,18 +603,20 @@ def render_markdown(record: ChangeRecord) -> str:
             lines += [
                 f"| {c.component} | {_cell(c.row)} | {_cell(c.current)} | {_cell(c.target)} "
                 f"| {_cell(c.after or NOT_REACHED)} | {_cell(c.validation or NOT_REACHED)} |"
-                for c in r.version_diff.changes
+                for c in diff.changes
             ]
         else:
             lines += ["| component | version inventory row | current | target |", "|---|---|---|---|"]
             lines += [
                 f"| {c.component} | {_cell(c.row)} | {_cell(c.current)} | {_cell(c.target)} |"
-                for c in r.version_diff.changes
+                for c in diff.changes
             ]
-        lines += ["", f"{r.version_diff.unchanged} other components unchanged."]
+        lines += ["", f"{diff.unchanged} other components unchanged."]
+    return lines
 
-    c = r.compatibility_sources
-    lines += ["", "## Compatibility sources", ""]
+
+def _compatibility_section(c: CompatibilitySources) -> list[str]:
+    lines = ["", "## Compatibility sources", ""]
     if c.state != "recorded":
         lines.append(f"_{NOT_REACHED}: the compatibility check did not run._")
     else:
@@ -640,79 +645,114 @@ def render_markdown(record: ChangeRecord) -> str:
     else:
         lines.append(f"- CRDs and webhooks: {len(c.crd_webhooks)} finding(s)")
         lines += [f"  - [{f.severity}] {f.subject}: {f.message}" for f in c.crd_webhooks]
+    return lines
 
-    lines += ["", "## Canary scope", ""]
-    if r.canary_scope.state != "recorded":
+
+def _canary_section(canary: CanaryScope) -> list[str]:
+    lines = ["", "## Canary scope", ""]
+    if canary.state != "recorded":
         lines.append(f"_{NOT_REACHED}: no canary stage recorded its hosts._")
     else:
         lines += [
-            f"- Hosts: {', '.join(r.canary_scope.hosts) or '—'}",
-            f"- Scope: {_cell(r.canary_scope.scope)}",
+            f"- Hosts: {', '.join(canary.hosts) or '—'}",
+            f"- Scope: {_cell(canary.scope)}",
         ]
+    return lines
 
-    lines += ["", "## Validation results", ""]
-    if not r.validation_results:
+
+def _stage_validation(val: StageValidation) -> list[str]:
+    if val.state != "recorded":
+        return [f"### After {val.stage}: {NOT_REACHED}", ""]
+    verdict = "passed" if val.passed else "deviations to explain" if not val.failures else "FAILED"
+    if verdict == "deviations to explain" and val.on_deviation != "report":
+        verdict = "FAILED"
+    counts = ", ".join(f"{n} {s}" for s, n in val.counts.items() if n)
+    lines = [f"### After {val.stage}: {verdict}", "", f"{counts}.", ""]
+    lines += ["| layer | status |", "|---|---|"] + [
+        f"| {layer} | {status} |" for layer, status in val.layers.items()
+    ]
+    if val.figures:
+        lines += ["", "| check | status | value | baseline | change |", "|---|---|---|---|---|"]
+        lines += [
+            f"| {x['check']} | {x['status']} | {_figure(x['value'], x['unit'])} "
+            f"| {_figure(x['baseline'], x['unit'])} | {_change(x['deviation_pct'], x['baseline'])} |"
+            for x in val.figures
+        ]
+    if val.failures or val.deviations:
+        lines.append("")
+    lines += [f"- failed: {f}" for f in val.failures]
+    lines += [f"- deviation: {d.get('message')}" for d in val.deviations]
+    lines.append("")
+    return lines
+
+
+def _validation_section(results: list[StageValidation]) -> list[str]:
+    lines = ["", "## Validation results", ""]
+    if not results:
         lines.append(f"_{NOT_REACHED}: no acceptance check ran._")
-    for val in r.validation_results:
-        if val.state != "recorded":
-            lines += [f"### After {val.stage}: {NOT_REACHED}", ""]
-            continue
-        verdict = "passed" if val.passed else "deviations to explain" if not val.failures else "FAILED"
-        if verdict == "deviations to explain" and val.on_deviation != "report":
-            verdict = "FAILED"
-        counts = ", ".join(f"{n} {s}" for s, n in val.counts.items() if n)
-        lines += [f"### After {val.stage}: {verdict}", "", f"{counts}.", ""]
-        lines += ["| layer | status |", "|---|---|"] + [
-            f"| {layer} | {status} |" for layer, status in val.layers.items()
-        ]
-        if val.figures:
-            lines += ["", "| check | status | value | baseline | change |", "|---|---|---|---|---|"]
-            lines += [
-                f"| {x['check']} | {x['status']} | {_figure(x['value'], x['unit'])} "
-                f"| {_figure(x['baseline'], x['unit'])} | {_change(x['deviation_pct'], x['baseline'])} |"
-                for x in val.figures
-            ]
-        if val.failures or val.deviations:
-            lines.append("")
-        lines += [f"- failed: {f}" for f in val.failures]
-        lines += [f"- deviation: {d.get('message')}" for d in val.deviations]
-        lines.append("")
+    for val in results:
+        lines += _stage_validation(val)
+    return lines
 
-    o = r.observation_window
-    if lines[-1] != "":
-        lines.append("")
-    lines += ["## Observation window", ""]
+
+def _observation_section(o: ObservationWindow) -> list[str]:
+    lines = ["## Observation window", ""]
     if o.state != "recorded":
         window = f" ({o.window})" if o.window else ""
         lines.append(f"_{NOT_REACHED}{window}: the observation window did not run._")
     else:
         watched = f" (stage {o.stage})" if o.stage else ""
         lines += [f"- Window: {_cell(o.window)}{watched}", *_observed(o.result)]
+    return lines
 
-    lines += ["", "## Rollback triggers", ""]
-    lines += [f"- {t}" for t in r.rollback_triggers] or ["_none declared_"]
 
-    failed = r.failures_and_follow_ups
-    lines += ["", "## What actually failed and follow-ups", ""]
+def _rollback_triggers_section(triggers: list[str]) -> list[str]:
+    return ["", "## Rollback triggers", "", *([f"- {t}" for t in triggers] or ["_none declared_"])]
+
+
+def _failures_section(failed: FailuresAndFollowUps) -> list[str]:
+    lines = ["", "## What actually failed and follow-ups", ""]
     lines += [f"- {_item(x)}" for x in failed.failures] or ["Nothing failed."]
     lines += ["", "Follow-ups:", ""]
     lines += [f"- [ ] {_item(x)}" for x in failed.follow_ups] or ["- none"]
+    return lines
 
-    lines += ["", "## Stages and approvals", ""]
-    if r.stages:
+
+def _stages_and_approvals_section(stages: list[StageOutcome], approvals: list[Approval]) -> list[str]:
+    lines = ["", "## Stages and approvals", ""]
+    if stages:
         lines += ["| stage | status | done | failed | rollback reason |", "|---|---|---|---|---|"]
         lines += [
             f"| {s.name} | {_stage_status(s.status)} | {len(s.done_hosts)} "
             f"| {_cell(', '.join(s.failed_hosts))} | {_cell(s.rollback_reason)} |"
-            for s in r.stages
+            for s in stages
         ]
     else:
         lines.append(f"_{NOT_REACHED}: the run recorded no stages._")
-    if r.approvals:
+    if approvals:
         lines += ["", "| gate | status | approver | decision | comment | at |", "|---|---|---|---|---|---|"]
         lines += [
             f"| {a.gate} | {a.status} | {_cell(a.approver)} | "
             f"{_cell(DECISIONS[a.approve])} | {_cell(a.comment)} | {_cell(a.at)} |"
-            for a in r.approvals
+            for a in approvals
         ]
+    return lines
+
+
+def render_markdown(record: ChangeRecord) -> str:
+    """The record for a reviewer: a header, then one section per item, in the order of SECTIONS,
+    then the stages and approvals."""
+    r = record
+    lines = _header(r)
+    lines += _goal_and_risk(r.goal_and_risk)
+    lines += _version_diff_section(r.version_diff)
+    lines += _compatibility_section(r.compatibility_sources)
+    lines += _canary_section(r.canary_scope)
+    lines += _validation_section(r.validation_results)
+    if lines[-1] != "":
+        lines.append("")
+    lines += _observation_section(r.observation_window)
+    lines += _rollback_triggers_section(r.rollback_triggers)
+    lines += _failures_section(r.failures_and_follow_ups)
+    lines += _stages_and_approvals_section(r.stages, r.approvals)
     return "\n".join(lines) + "\n"
