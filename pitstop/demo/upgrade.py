@@ -16,7 +16,7 @@ from typing import Any
 from pitstop.demo.maintenance import cluster_block, dump_inventory
 from pitstop.sim import SimCluster, SimConfig, load_scenario
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 RUNBOOK = REPO / "runbooks" / "platform-upgrade.yaml"
 SCENARIO = REPO / "runbooks" / "scenarios" / "platform-upgrade.yaml"
 REGRESSION_SCENARIO = REPO / "runbooks" / "scenarios" / "platform-upgrade-regression.yaml"
