@@ -14,7 +14,6 @@ from activities.baseline import BASELINE_ACTIVITIES
 from activities.compat import COMPAT_ACTIVITIES
 from activities.etcd import ETCD_ACTIVITIES
 from activities.gpu import GPU_ACTIVITIES
-from activities.inventory import INVENTORY_ACTIVITIES
 from activities.kube import KUBE_ACTIVITIES
 from activities.notify import NOTIFY_ACTIVITIES
 from activities.observe import OBSERVE_ACTIVITIES
@@ -23,6 +22,7 @@ from activities.records import RECORDS_ACTIVITIES
 from activities.runs import RUNS_ACTIVITIES
 from activities.ssh import SSH_ACTIVITIES
 from activities.storage import STORAGE_ACTIVITIES
+from activities.versions import VERSIONS_ACTIVITIES
 
 ACTIVITIES: list[Callable[..., Any]] = [
     load_plan,
@@ -37,6 +37,6 @@ ACTIVITIES: list[Callable[..., Any]] = [
     *GPU_ACTIVITIES,
     *OBSERVE_ACTIVITIES,
     *ACCEPTANCE_ACTIVITIES,
-    *INVENTORY_ACTIVITIES,
+    *VERSIONS_ACTIVITIES,
     *COMPAT_ACTIVITIES,
 ]

@@ -1,4 +1,5 @@
-"""`acceptance.check`: upgrade acceptance by layer (seed 000 §12) against the pre-upgrade baseline.
+"""`acceptance.check`: upgrade acceptance by layer (docs/upgrade-process.md "Acceptance by layer")
+against the pre-upgrade baseline.
 
 Every check of the catalogue (`pitstop.acceptance.probes`) has a probe here that reads the
 cluster through the Kubernetes API, or (NCCL, DCGM diag, Xid, benchmarks) runs a Job pinned to

@@ -1,6 +1,7 @@
-"""`runs.require`: an earlier pitstop run must have done something first — e.g. the same
-upgrade on the lab cluster (seed 000 §4, step 2). The evidence is that run's own report in
-Temporal, read through the worker's client, not a name typed into a variable."""
+"""`runs.require`: an earlier pitstop run must have done something first — e.g. the same upgrade
+on the lab cluster (the rehearsal of docs/upgrade-process.md "Upgrade order"). The evidence is
+that run's own report in Temporal, read through the worker's client, not a name typed into a
+variable."""
 
 from __future__ import annotations
 

@@ -35,9 +35,9 @@ from pitstop.client import connect  # noqa: E402
 from pitstop.contracts import RunReport, RunRequest  # noqa: E402
 from pitstop.devstack import DevStack, free_ports_config  # noqa: E402
 from pitstop.settings import Settings  # noqa: E402
+from pitstop.worker_app import build_worker  # noqa: E402
 from tests import testmodules  # noqa: E402
 from tests.integration.slack.slackfake import BOT_TOKEN, SIGNING_SECRET, Clicker, FakeSlack  # noqa: E402
-from worker import build_worker  # noqa: E402
 from workflows import WORKFLOWS  # noqa: E402
 
 GATES = 30
@@ -67,7 +67,7 @@ def free_port() -> int:
 
 def start_bridge(env: dict[str, str], port: int) -> subprocess.Popen[bytes]:
     # `pitstop slack serve`, through its typer app (the same code the `pitstop` entry point runs).
-    code = "from pitstop.cli_slack import slack_app; slack_app()"
+    code = "from pitstop.cli.slack import slack_app; slack_app()"
     command = [sys.executable, "-c", code, "serve", "--host", "127.0.0.1", "--port", str(port)]
     return subprocess.Popen([*command, "--log-level", "WARNING"], env=env, cwd=REPO)
 

@@ -44,7 +44,7 @@ from pitstop.client import connect
 from pitstop.contracts import RunReport, RunRequest
 from pitstop.devstack import DevStack, free_ports_config
 from pitstop.settings import Settings
-from worker import WorkerKeys, build_worker
+from pitstop.worker_app import WorkerKeys, build_worker
 from workflows import WORKFLOWS
 from workflows.rollout import (
     RolloutLimits,

@@ -99,7 +99,7 @@ def start_simulator(workdir: Path, nodes: int, pods: int) -> tuple[subprocess.Po
         [
             sys.executable,
             "-m",
-            "pitstop.cli_sim",
+            "pitstop.cli.sim",
             "serve",
             "--scenario",
             str(scenario_file),
@@ -152,99 +152,83 @@ def main() -> None:
             proc.wait(30)
 
 
+Operation = tuple[str, Callable[[int], object], int]
+
+
 def run(kubeconfig: Path, args: argparse.Namespace, startup: float, pid: int) -> None:
     api_client = config.new_client_from_config(config_file=str(kubeconfig))
     core = client.CoreV1Api(api_client)
-    version = client.VersionApi(api_client)
-    host = api_client.configuration.host
-    pool = api_client.rest_client.pool_manager
     nodes = [n.metadata.name for n in core.list_node().items]
     pods = core.list_pod_for_all_namespaces(limit=1).metadata.remaining_item_count + 1
-    rounds = args.rounds
     print(
         f"simulator: {len(nodes)} nodes, {pods} pods, seeded and serving in {startup:.1f}s, "
         f"RSS {rss_mb(pid):.0f} MiB"
     )
+    # The first operation is the baseline the others are compared with.
+    results = [(name, measure(fn, rounds)) for name, fn, rounds in operations(api_client, nodes, args.rounds)]
+    floor = statistics.median(results[0][1])
+    print(f"{'operation':52} {'p50 ms':>9} {'p99 ms':>9} {'p50/base':>9}")
+    for name, samples in results:
+        p50, p99 = percentile(samples, 0.5), percentile(samples, 0.99)
+        print(f"{name:52} {p50 * 1000:9.2f} {p99 * 1000:9.2f} {p50 / floor:9.1f}x")
+    print(f"simulator RSS after the run: {rss_mb(pid):.0f} MiB")
 
-    results: list[tuple[str, list[float]]] = []
-    base = measure(lambda i: pool.request("GET", f"{host}/version").data, rounds * 4)
-    results.append(("GET /version, raw HTTP (baseline)", base))
-    results.append(
-        ("GET /version, client (VersionApi.get_code)", measure(lambda i: version.get_code(), rounds * 2))
-    )
-    results.append(
-        (
-            "list nodes (1,000), raw bytes",
-            measure(lambda i: core.list_node(_preload_content=False).data, rounds),
-        )
-    )
-    results.append(
-        ("list nodes (1,000), client models", measure(lambda i: core.list_node(), max(5, rounds // 5)))
-    )
-    results.append(
-        (
-            "list nodes by label (one domain, 100)",
-            measure(
-                lambda i: core.list_node(
-                    label_selector=f"topology.kubernetes.io/zone=zone-{'abcdefghij'[i % 10]}"
-                ),
-                rounds,
-            ),
-        )
-    )
-    results.append(
-        (
-            "list pods on a node (fieldSelector spec.nodeName)",
-            measure(
-                lambda i: core.list_pod_for_all_namespaces(
-                    field_selector=f"spec.nodeName={nodes[i % len(nodes)]}"
-                ),
-                rounds,
-            ),
-        )
-    )
-    results.append(
-        (
-            "list pods by label (one deployment, 100)",
-            measure(
-                lambda i: core.list_namespaced_pod(f"team-{i % 8}", label_selector=f"app=svc-{i % 8:03d}"),
-                rounds,
-            ),
-        )
-    )
-    results.append(
-        (
-            "list all pods (20,000), raw bytes",
-            measure(lambda i: core.list_pod_for_all_namespaces(_preload_content=False).data, 5),
-        )
-    )
-    results.append(
-        ("list all pods (20,000), client models", measure(lambda i: core.list_pod_for_all_namespaces(), 3))
-    )
-    results.append(
-        (
-            "patch node label (strategic merge)",
-            measure(
-                lambda i: core.patch_node(
-                    nodes[i % len(nodes)], {"metadata": {"labels": {"bench/round": str(i)}}}
-                ),
-                rounds,
-            ),
-        )
-    )
+
+def operations(api_client: client.ApiClient, nodes: list[str], rounds: int) -> list[Operation]:
+    """What is measured, in order: (name, the call for round i, how many rounds)."""
+    core = client.CoreV1Api(api_client)
+    version = client.VersionApi(api_client)
+    host = api_client.configuration.host
+    pool = api_client.rest_client.pool_manager
 
     def cordon_cycle(i: int) -> None:
         name = nodes[(i * 7) % len(nodes)]
         core.patch_node(name, {"spec": {"unschedulable": True}})
         core.patch_node(name, {"spec": {"unschedulable": None}})
 
-    results.append(("cordon + uncordon (2 patches)", measure(cordon_cycle, rounds)))
-    floor = statistics.median(base)
-    print(f"{'operation':52} {'p50 ms':>9} {'p99 ms':>9} {'p50/base':>9}")
-    for name, samples in results:
-        p50, p99 = percentile(samples, 0.5), percentile(samples, 0.99)
-        print(f"{name:52} {p50 * 1000:9.2f} {p99 * 1000:9.2f} {p50 / floor:9.1f}x")
-    print(f"simulator RSS after the run: {rss_mb(pid):.0f} MiB")
+    return [
+        (
+            "GET /version, raw HTTP (baseline)",
+            lambda i: pool.request("GET", f"{host}/version").data,
+            rounds * 4,
+        ),
+        ("GET /version, client (VersionApi.get_code)", lambda i: version.get_code(), rounds * 2),
+        ("list nodes (1,000), raw bytes", lambda i: core.list_node(_preload_content=False).data, rounds),
+        ("list nodes (1,000), client models", lambda i: core.list_node(), max(5, rounds // 5)),
+        (
+            "list nodes by label (one domain, 100)",
+            lambda i: core.list_node(
+                label_selector=f"topology.kubernetes.io/zone=zone-{'abcdefghij'[i % 10]}"
+            ),
+            rounds,
+        ),
+        (
+            "list pods on a node (fieldSelector spec.nodeName)",
+            lambda i: core.list_pod_for_all_namespaces(
+                field_selector=f"spec.nodeName={nodes[i % len(nodes)]}"
+            ),
+            rounds,
+        ),
+        (
+            "list pods by label (one deployment, 100)",
+            lambda i: core.list_namespaced_pod(f"team-{i % 8}", label_selector=f"app=svc-{i % 8:03d}"),
+            rounds,
+        ),
+        (
+            "list all pods (20,000), raw bytes",
+            lambda i: core.list_pod_for_all_namespaces(_preload_content=False).data,
+            5,
+        ),
+        ("list all pods (20,000), client models", lambda i: core.list_pod_for_all_namespaces(), 3),
+        (
+            "patch node label (strategic merge)",
+            lambda i: core.patch_node(
+                nodes[i % len(nodes)], {"metadata": {"labels": {"bench/round": str(i)}}}
+            ),
+            rounds,
+        ),
+        ("cordon + uncordon (2 patches)", cordon_cycle, rounds),
+    ]
 
 
 if __name__ == "__main__":

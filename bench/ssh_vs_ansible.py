@@ -45,8 +45,8 @@ from pitstop.contracts import RunReport, RunRequest  # noqa: E402
 from pitstop.devstack import DevStack, free_ports_config  # noqa: E402
 from pitstop.settings import Settings  # noqa: E402
 from pitstop.ssh import close_all  # noqa: E402
+from pitstop.worker_app import WorkerKeys, build_worker  # noqa: E402
 from tests.sshd import SshdUnavailable, SshServer, client_key, ensure_sshd, start_servers, write_known_hosts  # noqa: E402
-from worker import WorkerKeys, build_worker  # noqa: E402
 from workflows import WORKFLOWS  # noqa: E402
 
 TARGET_RATIO = 5.0

@@ -1,5 +1,5 @@
-"""Acceptance baselines (seed 000 §12): reference figures per GPU product and node pool,
-and the judgement of new figures against them.
+"""Acceptance baselines (docs/upgrade-process.md "Acceptance by layer"): reference figures per
+GPU product and node pool, and the judgement of new figures against them.
 
 Pure logic here; `activities/baseline.py` reads and writes the store.
 """

@@ -503,7 +503,7 @@ class DevStack:
             return [
                 sys.executable,
                 "-m",
-                "pitstop.cli_codec",
+                "pitstop.cli.codec",
                 "serve",
                 "--host",
                 c.host,

@@ -1,7 +1,7 @@
 """A real worker process for tests that kill their worker: `python -m tests.worker_for_tests`.
 
 It serves the engine's workflows and activities plus the test modules (`tests.testmodules`),
-built by `worker.build_worker` exactly as `python worker.py` builds its worker, on the task
+built by `pitstop.worker_app.build_worker` exactly as `python worker.py` builds its worker, on the task
 queue named by $PITSTOP_TASK_QUEUE against $TEMPORAL_ADDRESS. It prints `worker ready` once
 it polls, and runs until SIGTERM/SIGINT (or until a test SIGKILLs it, which is the point).
 """
@@ -13,10 +13,11 @@ import signal
 
 from activities import ACTIVITIES
 from pitstop.client import connect
+from pitstop.logs import configure_logging
 from pitstop.policy import load_policy
 from pitstop.settings import Settings
+from pitstop.worker_app import build_worker
 from tests import testmodules
-from worker import build_worker, configure_logging
 from workflows import WORKFLOWS
 
 READY_LINE = "worker ready"

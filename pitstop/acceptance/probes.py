@@ -1,4 +1,5 @@
-"""The acceptance catalogue: every item of seed 000 §12's table as a named check.
+"""The acceptance catalogue: every item of the table of
+docs/upgrade-process.md "Acceptance by layer" as a named check.
 
 A check is `<layer>/<name>` (e.g. `network/nccl`). Checks with a `direction` produce a figure
 that is compared with the pre-upgrade baseline; the others are verdicts only (ready or not).

@@ -7,7 +7,7 @@ under `compat_dir()` (`runbooks/compat/`) and formats the verdict of `compat.che
   skew.py        the Version Skew Policy rules over the states an upgrade passes through
   matrix.py      vendor matrices: load_matrices, support_for, compat_dir, load_skew_policy
   check.py       evaluate(): skew + matrices over current -> target, the compat.check verdict
-  components.py  the component keys of the inventory rows (seed 000 §2)
+  components.py  the component keys of the inventory rows (docs/upgrade-process.md "Version inventory")
 """
 
 from pitstop.compat.check import CompatVerdict, SkewFacts, evaluate

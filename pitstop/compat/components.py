@@ -1,7 +1,7 @@
 """The component keys every inventory row, target, matrix and compat check uses (issue #9).
 
-Each §2 row of the platform inventory (seed 000) is split into the keys its components report
-versions under; the row label is what reports show.
+Each row of the platform's version inventory (docs/upgrade-process.md "Version inventory") is
+split into the keys its components report versions under; the row label is what reports show.
 """
 
 from __future__ import annotations

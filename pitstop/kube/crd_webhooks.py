@@ -1,5 +1,6 @@
-"""Pre-upgrade checks of CRDs and webhooks (seed 000 §7), pure: the activity reads the cluster
-and the new manifests, probes the webhook backends, and hands the facts to these functions.
+"""Pre-upgrade checks of CRDs and webhooks (docs/upgrade-process.md "CRDs and webhooks"), pure:
+the activity reads the cluster and the new manifests, probes the webhook backends, and hands the
+facts to these functions.
 
 - storage versions: every version in a CRD's `status.storedVersions` must stay served by its
   new definition, or the objects stored in it become unreadable (and the apiserver refuses a

@@ -1,5 +1,5 @@
-"""Args of `acceptance.check`: upgrade acceptance by layer (seed 000 §12), compared with the
-pre-upgrade baseline.
+"""Args of `acceptance.check`: upgrade acceptance by layer
+(docs/upgrade-process.md "Acceptance by layer"), compared with the pre-upgrade baseline.
 
 Run it once before the upgrade with `baseline: {}` and register the result; feed its
 `measured` map as `baseline` of the runs after each stage. Every probe reads the cluster
@@ -185,7 +185,7 @@ ACCEPTANCE_CHECK = register(
     ModuleSpec(
         name="acceptance.check",
         args_model=AcceptanceArgs,
-        summary="Upgrade acceptance by layer (§12): API, GPU, network, storage, training, inference, "
+        summary="Upgrade acceptance by layer: API, GPU, network, storage, training, inference, "
         "governance, compared with the pre-upgrade baseline.",
         supports_check_mode=True,
         start_to_close=timedelta(hours=3),

@@ -1,4 +1,4 @@
-"""Args of `baseline.record` and `baseline.compare` (seed 000 §12)."""
+"""Args of `baseline.record` and `baseline.compare` (docs/upgrade-process.md "Acceptance by layer")."""
 
 from __future__ import annotations
 

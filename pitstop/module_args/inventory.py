@@ -1,4 +1,5 @@
-"""Args of `inventory.versions`: the platform's version inventory (seed 000 §2), read-only.
+"""Args of `inventory.versions`: the platform's version inventory
+(docs/upgrade-process.md "Version inventory"), read-only.
 
 Component keys (targets, validation) are the design's: os, kernel, gpu-firmware, kubernetes,
 kube-controller-manager, kube-scheduler, kubelet, kubectl, container-runtime, cni, csi,
@@ -15,9 +16,9 @@ from typing import Any
 
 from pydantic import Field, field_validator
 
-from pitstop.inventory.components import unknown_keys_message
 from pitstop.kube.selectors import check_selector
 from pitstop.modules import ModuleArgs, ModuleSpec, RetryDefaults, register
+from pitstop.versions.components import unknown_keys_message
 
 DEFAULT_GPU_SELECTOR = "nvidia.com/gpu.present=true"
 

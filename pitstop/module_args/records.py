@@ -79,7 +79,8 @@ class ObservationArgs(ModuleArgs):
 
 
 class ChangeRecordArgs(S3Args):
-    """The change record of a platform upgrade (seed 000 §13), from the run's registered results.
+    """The change record of a platform upgrade (docs/upgrade-process.md "Change record"), from
+    the run's registered results.
 
     Pass each result as `"{{ x | default({}) }}"`: a step never reached is shown as "not
     reached", never invented. `run` is the engine's `run` variable (stages, gates, rollback reason).
@@ -147,7 +148,7 @@ CHANGE_RECORD = register(
     ModuleSpec(
         name="records.change_record",
         args_model=ChangeRecordArgs,
-        summary="Change record of an upgrade (§13): goal and risk, version diff, compatibility sources, "
+        summary="Change record of an upgrade: goal and risk, version diff, compatibility sources, "
         "canary, validation, observation, rollback triggers, failures and follow-ups (JSON + Markdown).",
         supports_check_mode=True,
         start_to_close=timedelta(minutes=5),

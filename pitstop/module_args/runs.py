@@ -1,5 +1,6 @@
-"""Args of `runs.require`: another pitstop run must have done something first (seed 000 §4,
-step 2: the upgrade was verified on a lab cluster before it touches this one)."""
+"""Args of `runs.require`: another pitstop run must have done something first (the
+rehearsal of docs/upgrade-process.md "Upgrade order": the upgrade was verified on a lab cluster before it
+touches this one)."""
 
 from __future__ import annotations
 

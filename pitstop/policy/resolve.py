@@ -97,7 +97,32 @@ def resolve(
     )
     read = tuple(r.root_dir(p, "files.read", "files", "read", i) for i, p in enumerate(files.read))
     write = tuple(r.root_dir(p, "files.write", "files", "write", i) for i, p in enumerate(files.write))
+    clusters = _clusters(r, parsed)
+    s3 = _s3_rules(r, parsed)
+    etcd = _etcd_rules(r, parsed)
+    secrets = _secrets(r, parsed, s3, etcd)
+    return WorkerPolicy(
+        source=source,
+        source_origin=why,
+        home=Dir(path=home_path, origin=home_origin),
+        runbook_dir=Dir(path=runbook_path, origin=runbook_origin),
+        work_root=work_root,
+        runbooks_from_requests=parsed.runbooks.from_requests,
+        runbooks_origin=r.origin("runbooks", "from_requests")
+        if "runbooks" in parsed.model_fields_set
+        else BUILT_IN,
+        read=read,
+        write=write,
+        denied=_denied(r, source, clusters_dir, clusters),
+        clusters_dir=clusters_dir,
+        clusters=clusters,
+        s3=tuple(s3),
+        etcd=tuple(etcd),
+        secrets=secrets,
+    )
 
+
+def _clusters(r: _Resolver, parsed: PolicyFile) -> dict[str, ClusterRule]:
     clusters: dict[str, ClusterRule] = {}
     for name, section in parsed.clusters.items():
         at = ("clusters", name)
@@ -110,7 +135,10 @@ def resolve(
             known_hosts=r.path(section.known_hosts, *at, "known_hosts") if section.known_hosts else None,
             origin=r.origin(*at),
         )
+    return clusters
 
+
+def _s3_rules(r: _Resolver, parsed: PolicyFile) -> list[S3Rule]:
     s3: list[S3Rule] = []
     for i, endpoint in enumerate(parsed.s3.endpoints):
         try:
@@ -125,6 +153,10 @@ def resolve(
                 origin=r.origin("s3", "endpoints", i),
             )
         )
+    return s3
+
+
+def _etcd_rules(r: _Resolver, parsed: PolicyFile) -> list[EtcdRule]:
     etcd: list[EtcdRule] = []
     for i, url in enumerate(parsed.etcd.endpoints):
         try:
@@ -136,12 +168,15 @@ def resolve(
                 "etcd.endpoints: 'aws' is an S3 endpoint, not an etcd client URL", "etcd", "endpoints", i
             )
         etcd.append(EtcdRule(endpoint=normalized, shown=url, origin=r.origin("etcd", "endpoints", i)))
+    return etcd
 
+
+def _secrets(r: _Resolver, parsed: PolicyFile, s3: list[S3Rule], etcd: list[EtcdRule]) -> dict[str, Grant]:
     secrets: dict[str, Grant] = {}
     for name, grant in parsed.secrets.items():
         endpoints: tuple[str, ...] | None = None
         if grant.endpoints is not None:
-            rules = s3 if grant.purpose == "s3_credentials" else etcd
+            rules: list[S3Rule] | list[EtcdRule] = s3 if grant.purpose == "s3_credentials" else etcd
             known = {rule.endpoint for rule in rules}
             where = "s3.endpoints" if grant.purpose == "s3_credentials" else "etcd.endpoints"
             listed = []
@@ -166,7 +201,14 @@ def resolve(
             endpoints=endpoints,
             origin=r.origin("secrets", name),
         )
+    return secrets
 
+
+def _denied(
+    r: _Resolver, source: Path | None, clusters_dir: Dir, clusters: dict[str, ClusterRule]
+) -> tuple[Dir, ...]:
+    """What no rule opens: system directories, the worker user's credentials, its Python
+    installation (writes), the secrets directory, cluster credentials and the policy file."""
     denied: list[Dir] = [Dir(path=Path(p), origin=f"{BUILT_IN} (system)") for p in SYSTEM_DENIED]
     denied += [
         Dir(path=r.user_home / name, origin=f"{BUILT_IN} (the worker user's credentials)")
@@ -176,7 +218,7 @@ def resolve(
         Dir(path=path, origin=f"{BUILT_IN} (the worker's Python installation)", writes_only=True)
         for path in _python_dirs()
     ]
-    secrets_dir = environ.get(SECRETS_DIR_ENV)
+    secrets_dir = r.environ.get(SECRETS_DIR_ENV)
     if secrets_dir:
         denied.append(Dir(path=Path(os.path.realpath(secrets_dir)), origin=f"{SECRETS_DIR_ENV} (secrets)"))
     denied.append(clusters_dir.model_copy(update={"origin": "clusters_dir (cluster credentials)"}))
@@ -186,25 +228,7 @@ def resolve(
         for held in (rule.kubeconfig, rule.known_hosts):
             if held is not None:
                 denied.append(Dir(path=held, origin=f"clusters.{rule.name} (cluster credentials)"))
-    return WorkerPolicy(
-        source=source,
-        source_origin=why,
-        home=Dir(path=home_path, origin=home_origin),
-        runbook_dir=Dir(path=runbook_path, origin=runbook_origin),
-        work_root=work_root,
-        runbooks_from_requests=parsed.runbooks.from_requests,
-        runbooks_origin=r.origin("runbooks", "from_requests")
-        if "runbooks" in parsed.model_fields_set
-        else BUILT_IN,
-        read=read,
-        write=write,
-        denied=tuple(denied),
-        clusters_dir=clusters_dir,
-        clusters=clusters,
-        s3=tuple(s3),
-        etcd=tuple(etcd),
-        secrets=secrets,
-    )
+    return tuple(denied)
 
 
 def _python_dirs() -> list[Path]:

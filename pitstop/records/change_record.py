@@ -1,8 +1,9 @@
-"""The change record of a platform upgrade (seed 000 §13), built from what the run registered.
+"""The change record of a platform upgrade (docs/upgrade-process.md "Change record"), built from
+what the run registered.
 
-§13 asks every upgrade to leave: goal and risk; version diff; compatibility sources; canary
-scope; validation results; observation window; rollback triggers; what actually failed and
-the follow-ups. `build_change_record` makes one field per item from the modules' results
+Every upgrade leaves: goal and risk; version diff; compatibility sources; canary scope;
+validation results; observation window; rollback triggers; what actually failed and the
+follow-ups. `build_change_record` makes one field per item from the modules' results
 (`inventory.versions`, `compat.check`, `kube.deprecations`, `kube.crd_webhook_check`,
 `acceptance.check` per stage) and the engine's `run` variable (stages, gates, rollback
 reason); `render_markdown` gives a reviewer one section per item.
@@ -26,7 +27,7 @@ NOT_REACHED: Final = "not reached"
 SectionState = Literal["recorded", "not reached"]
 Outcome = Literal["succeeded", "rolled back", "failed", "refused in preflight", "incomplete"]
 
-# (field, heading): the §13 items in the seed's order.
+# (field, heading): the items of docs/upgrade-process.md "Change record", in its order.
 SECTIONS: tuple[tuple[str, str], ...] = (
     ("goal_and_risk", "Goal and risk"),
     ("version_diff", "Version diff"),
@@ -618,7 +619,7 @@ def _md_version_diff(diff: VersionDiff) -> list[str]:
         after = any(c.after is not None for c in diff.changes)
         if after:
             lines += [
-                "| component | §2 row | current | target | after | validation |",
+                "| component | version inventory row | current | target | after | validation |",
                 "|---|---|---|---|---|---|",
             ]
             lines += [
@@ -627,7 +628,7 @@ def _md_version_diff(diff: VersionDiff) -> list[str]:
                 for c in diff.changes
             ]
         else:
-            lines += ["| component | §2 row | current | target |", "|---|---|---|---|"]
+            lines += ["| component | version inventory row | current | target |", "|---|---|---|---|"]
             lines += [
                 f"| {c.component} | {_cell(c.row)} | {_cell(c.current)} | {_cell(c.target)} |"
                 for c in diff.changes

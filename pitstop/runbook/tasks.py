@@ -215,6 +215,22 @@ class TaskParser:
                 f"the runbook holds more than {MAX_RUNBOOK_TASKS} tasks once import_tasks are "
                 "expanded (MAX_RUNBOOK_TASKS); import fewer files or fewer times"
             )
+        modules = self._task_modules(node, raw)
+        data = self._task_data(node, raw, task_id, inherited, modules)
+        task = validate_model(Task, data, node, "task")
+        if eviction.bypasses(task):
+            self.eviction_bypasses[task.source] = node.child(task.module or "", eviction.ARG)
+        notify_node = node.child("notify")
+        for index, handler in enumerate(task.notify):
+            self.notifies.append(
+                (handler, notify_node.child(index) if notify_node.has(index) else notify_node)
+            )
+        return task
+
+    @staticmethod
+    def _task_modules(node: Node, raw: dict[str, Any]) -> list[str]:
+        """The task's module (none for a block or gate), once its keys say what kind of task it is;
+        its expressions and vars are checked here too, before anything is built from them."""
         modules: list[str] = []
         for key in raw:
             if key in TASK_KEYWORDS:
@@ -258,7 +274,13 @@ class TaskParser:
         if "vars" in raw:
             require_mapping(node.child("vars"), "task vars")
             check_inline_secrets(node.child("vars"))
+        return modules
 
+    def _task_data(
+        self, node: Node, raw: dict[str, Any], task_id: str, inherited: _Inherited, modules: list[str]
+    ) -> dict[str, Any]:
+        """The fields of the Task model: keywords, what the task inherits from its blocks, the
+        module's validated args, nested tasks and the gate, and where it is written."""
         data: dict[str, Any] = {
             k: v
             for k, v in raw.items()
@@ -295,15 +317,7 @@ class TaskParser:
         line, column = node.pos()
         data["source"] = SourcePos(path=node.path, line=line, column=column)
         data["task_id"] = task_id
-        task = validate_model(Task, data, node, "task")
-        if eviction.bypasses(task):
-            self.eviction_bypasses[task.source] = node.child(task.module or "", eviction.ARG)
-        notify_node = node.child("notify")
-        for index, handler in enumerate(task.notify):
-            self.notifies.append(
-                (handler, notify_node.child(index) if notify_node.has(index) else notify_node)
-            )
-        return task
+        return data
 
     def _module_args(self, spec: ModuleSpec, node: Node) -> dict[str, Any]:
         raw = node.value

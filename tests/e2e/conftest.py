@@ -13,9 +13,9 @@ from pathlib import Path
 import pytest
 from temporalio.client import WorkflowHandle
 
-from pitstop import demo_maintenance as dm
 from pitstop.bundle import collect
 from pitstop.contracts import Decision, RunReport, RunRequest, RunStatus
+from pitstop.demo import maintenance as dm
 from pitstop.keys import load_key
 from pitstop.proofs import signed_decision
 from pitstop.runbook import load_runbook

@@ -21,8 +21,8 @@ import pytest
 from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client, WorkflowExecutionStatus, WorkflowHandle
 
-from pitstop import demo_maintenance as dm
 from pitstop.contracts import RunReport
+from pitstop.demo import maintenance as dm
 from pitstop.settings import Settings
 from tests.e2e.conftest import (
     APPROVER,

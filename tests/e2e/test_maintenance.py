@@ -16,8 +16,9 @@ import pytest
 from temporalio.client import Client, WorkflowHandle
 
 from activities import ACTIVITIES
-from pitstop import demo_maintenance as dm
 from pitstop.contracts import RunReport
+from pitstop.demo import maintenance as dm
+from pitstop.worker_app import build_worker
 from tests.e2e.conftest import (
     APPROVER,
     Rehearsal,
@@ -25,7 +26,6 @@ from tests.e2e.conftest import (
     peak_unavailable_per_domain,
     start_rehearsal,
 )
-from worker import build_worker
 from workflows import WORKFLOWS
 
 # Needs the embedded stack, like everything under tests/integration (`-m "not integration"` skips it).

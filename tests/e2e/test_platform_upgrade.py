@@ -25,15 +25,15 @@ import pytest
 from temporalio.client import Client, WorkflowHandle
 
 from activities import ACTIVITIES
-from pitstop import demo_upgrade as du
 from pitstop.bundle import collect
 from pitstop.contracts import RunReport, RunRequest
+from pitstop.demo import upgrade as du
 from pitstop.keys import load_key
 from pitstop.proofs import sign_request
+from pitstop.worker_app import build_worker
 from pitstop_sim import SimCluster
 from tests.e2e.conftest import approve_gates
 from tests.policy_site import PolicyLayer
-from worker import build_worker
 from workflows import WORKFLOWS
 
 pytestmark = pytest.mark.integration
@@ -209,7 +209,8 @@ def _failures(report: RunReport) -> list[str]:
 async def test_upgrade_to_the_next_minor_passes_every_stage_and_leaves_a_complete_change_record(
     temporal_client: Client, worker: str, upgrade: Upgrade, lab: Upgrade
 ) -> None:
-    # Seed 000 §4, step 2: the lab cluster first; production's rehearsal stage checks that run.
+    # docs/upgrade-process.md "Upgrade order": the lab cluster first; production's rehearsal
+    # stage checks that run.
     rehearsed = await _run(temporal_client, worker, lab.request(), within=240)
     assert rehearsed.status == "succeeded", (rehearsed.msg, _failures(rehearsed))
     sim = upgrade.sim
@@ -244,7 +245,8 @@ async def test_upgrade_to_the_next_minor_passes_every_stage_and_leaves_a_complet
     assert after["kubernetes"]["after"] == "v1.31.2"
     assert after["gpu-driver"]["validation"].startswith("passed in acceptance"), after["gpu-driver"]
     assert "kubernetes.io/releases/version-skew-policy" in json.dumps(record["compatibility_sources"])
-    # Seed 000's order runs the old GPU Operator on the new Kubernetes for a while: said, as risk.
+    # The order of docs/upgrade-process.md "Upgrade order" runs the old GPU Operator on the new
+    # Kubernetes for a while: said, as risk.
     windows = [w["message"] for w in record["compatibility_sources"]["in_between"]]
     assert any("gpu-operator v24.6.2" in w and "kubernetes v1.31.2" in w for w in windows), windows
     assert "gpu-node-001" in json.dumps(record["canary_scope"])

@@ -1,5 +1,6 @@
-"""acceptance.check against the rehearsal cluster: every §12 layer reported, n/a with reasons,
-and a canary regression (NCCL bus bandwidth drop on one node) reported as a deviation."""
+"""acceptance.check against the rehearsal cluster: every layer of
+docs/upgrade-process.md "Acceptance by layer" reported, n/a with reasons, and a canary
+regression (NCCL bus bandwidth drop on one node) reported as a deviation."""
 
 from __future__ import annotations
 

@@ -21,10 +21,10 @@ with workflow.unsafe.imports_passed_through():
     from botocore.config import Config
     from temporalio.client import WorkflowExecutionStatus
 
-    import worker
     from pitstop.client import connect
     from pitstop.devstack import StackConfig, etcd_tool, free_ports_config, port_free
     from pitstop.settings import Settings
+    from pitstop.worker_app import build_worker
 
 
 @activity.defn
@@ -41,10 +41,10 @@ class DoubleWorkflow:
 
 def dev(*args: str) -> subprocess.CompletedProcess[str]:
     """Run `pitstop dev ...` in its own process (wide terminal so rich does not wrap messages)."""
-    # `python -m pitstop.cli_dev` is the same typer app `pitstop dev` mounts; it keeps these
+    # `python -m pitstop.cli.dev` is the same typer app `pitstop dev` mounts; it keeps these
     # tests independent of the other CLI areas (test_pitstop_cli_mounts_dev covers the mount).
     return subprocess.run(
-        [sys.executable, "-m", "pitstop.cli_dev", *args],
+        [sys.executable, "-m", "pitstop.cli.dev", *args],
         capture_output=True,
         text=True,
         timeout=120,
@@ -163,7 +163,7 @@ async def test_up_serves_every_part_down_stops_them_and_history_survives(
     settings = Settings(temporal_address=f"127.0.0.1:{config.temporal_port}")
     client = await connect(settings, tracing=False)
     workflow_id = f"survives-restart-{uuid.uuid4()}"
-    async with worker.build_worker(client, task_queue, workflows=[DoubleWorkflow], activities=[double]):
+    async with build_worker(client, task_queue, workflows=[DoubleWorkflow], activities=[double]):
         assert (
             await client.execute_workflow(DoubleWorkflow.run, 21, id=workflow_id, task_queue=task_queue) == 42
         )

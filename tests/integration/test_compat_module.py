@@ -202,7 +202,8 @@ def test_missing_compat_data_is_a_precondition_naming_the_setting(
 
 
 def test_phases_refuse_an_order_that_runs_an_unsupported_stack_in_between() -> None:
-    # Seed 000's order: Kubernetes first, operators later. GPU Operator 24.6 does not support 1.31.
+    # docs/upgrade-process.md "Upgrade order": Kubernetes first, operators later. GPU Operator
+    # 24.6 does not support 1.31.
     phases = [
         ["kubernetes", "kube-controller-manager", "kube-scheduler", "kubelet"],
         ["gpu-driver", "cuda"],

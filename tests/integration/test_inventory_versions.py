@@ -14,13 +14,13 @@ from typing import Any
 import pytest
 from temporalio.exceptions import ApplicationError
 
-from activities.inventory import versions
 from activities.ssh import ssh_facts
+from activities.versions import versions
 from pitstop.contracts import ModuleCall
-from pitstop.inventory.components import COMPONENT_KEYS
 from pitstop.runbook import load_inventory
 from pitstop.secrets import DIR_ENV
 from pitstop.ssh import close_all
+from pitstop.versions.components import COMPONENT_KEYS
 from pitstop_sim import SimCluster, SimConfig, parse_scenario
 from tests.integration.kube.conftest import ModuleRunner, StartSim, module_runner, start_sim
 from tests.integration.sim_ssh.conftest import SimNodes, start_nodes
@@ -246,6 +246,43 @@ def platform_nodes(
         sim.stop()
 
 
+# What inventory.versions reads on the platform upgrade scenario, every row but CUDA (which is
+# derived from the driver).
+PLATFORM_UPGRADE_CURRENT = {
+    "os": "Ubuntu 22.04.4 LTS",
+    "kernel": "5.15.0-105-generic",
+    "gpu-firmware": "96.00.89.00.01",
+    "kubernetes": "v1.30.6",
+    "kube-controller-manager": "v1.30.6",
+    "kube-scheduler": "v1.30.6",
+    "kubelet": "v1.30.6",
+    "kubectl": "v1.30.6",
+    "container-runtime": "containerd://1.7.20",
+    "cni": "calico v3.28.2",
+    "csi": "csi-driver-nfs v4.9.0",
+    "gpu-driver": "550.90.07",
+    "container-toolkit": "v1.16.2",
+    "device-plugin": "v0.16.2",
+    "gpu-operator": "v24.6.2",
+    "dcgm": "3.3.7",
+    "nic-driver": "24.07-0.6.1.0",
+    "network-operator": "v24.7.0",
+    "kueue": "v0.9.1",
+    "jobset": "v0.7.1",
+    "lws": "v0.4.0",
+    "trainer": "v1.8.1",
+    "kuberay": "v1.2.2",
+    "kserve": "v0.14.0",
+    "vllm": "v0.6.3",
+    "sglang": "v0.3.5",
+    "triton": "24.09",
+    "model-formats": "onnx, safetensors",
+    "python-frameworks": (
+        "flashinfer==0.1.6, onnxruntime==1.19.2, tensorrt==10.4.0, torch==2.4.0, transformers==4.45.2"
+    ),
+}
+
+
 def test_the_platform_upgrade_scenario_reports_every_row_from_api_and_ssh_facts(
     platform_nodes: SimNodes, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -281,39 +318,7 @@ def test_the_platform_upgrade_scenario_reports_every_row_from_api_and_ssh_facts(
     cuda = by.pop("cuda")
     assert re.fullmatch(r"12\.\d+(\.\d+)?", cuda["current"]), cuda
     assert cuda["current_source"].startswith("newest CUDA level for the driver (https://")
-    assert {k: r["current"] for k, r in by.items()} == {
-        "os": "Ubuntu 22.04.4 LTS",
-        "kernel": "5.15.0-105-generic",
-        "gpu-firmware": "96.00.89.00.01",
-        "kubernetes": "v1.30.6",
-        "kube-controller-manager": "v1.30.6",
-        "kube-scheduler": "v1.30.6",
-        "kubelet": "v1.30.6",
-        "kubectl": "v1.30.6",
-        "container-runtime": "containerd://1.7.20",
-        "cni": "calico v3.28.2",
-        "csi": "csi-driver-nfs v4.9.0",
-        "gpu-driver": "550.90.07",
-        "container-toolkit": "v1.16.2",
-        "device-plugin": "v0.16.2",
-        "gpu-operator": "v24.6.2",
-        "dcgm": "3.3.7",
-        "nic-driver": "24.07-0.6.1.0",
-        "network-operator": "v24.7.0",
-        "kueue": "v0.9.1",
-        "jobset": "v0.7.1",
-        "lws": "v0.4.0",
-        "trainer": "v1.8.1",
-        "kuberay": "v1.2.2",
-        "kserve": "v0.14.0",
-        "vllm": "v0.6.3",
-        "sglang": "v0.3.5",
-        "triton": "24.09",
-        "model-formats": "onnx, safetensors",
-        "python-frameworks": (
-            "flashinfer==0.1.6, onnxruntime==1.19.2, tensorrt==10.4.0, torch==2.4.0, transformers==4.45.2"
-        ),
-    }
+    assert {k: r["current"] for k, r in by.items()} == PLATFORM_UPGRADE_CURRENT
     assert by["gpu-driver"]["current_source"] == "ssh facts (gpu_driver)"
     assert by["nic-driver"]["current_source"] == "ssh facts (nic_driver)"
     for row in result.data["rows"]:

@@ -35,8 +35,8 @@ from pitstop.client import connect
 from pitstop.contracts import Decision, RunReport, RunRequest, RunState, RunStatus
 from pitstop.devstack import DevStack, free_ports_config
 from pitstop.settings import Settings
+from pitstop.worker_app import WorkerKeys, build_worker
 from tests import testmodules
-from worker import WorkerKeys, build_worker
 from workflows import WORKFLOWS
 
 HISTORIES_DIR = Path(__file__).resolve().parent.parent / "histories"

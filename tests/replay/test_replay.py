@@ -9,7 +9,7 @@ new workflow type), or, when no run recorded with the old code can still be runn
 (development, or after draining), re-record the histories and commit them with the change.
 See `tests/histories/README.md`.
 
-The replayer is configured like the worker (`worker.build_worker`): the same workflows,
+The replayer is configured like the worker (`pitstop.worker_app.build_worker`): the same workflows,
 the data converter of `pitstop.client` (pydantic, plus payload decryption when keys are
 configured), pitstop's sandbox runner and the tracing interceptor.
 """

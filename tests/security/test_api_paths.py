@@ -24,7 +24,7 @@ from activities.kube.generic import get, patch
 from activities.kube.job import run_job
 from activities.kube.nodes import cordon
 from activities.observe import observe
-from pitstop.cli import app
+from pitstop.cli.app import app
 from pitstop.kube.names import InvalidName, check_name
 from pitstop.runbook.inventory import ClusterConfig
 from pitstop_sim import SimCluster

@@ -301,6 +301,28 @@ def markers(marker: str) -> list[str]:
     return [f"var-{marker}", f"out-{marker}", f"fact-{marker}", f"debug-{marker}"]
 
 
+async def start_run(
+    runbook: Path, inventory: Path, run_id: str, marker: str, env: dict[str, str]
+) -> subprocess.CompletedProcess[str]:
+    """`pitstop run` of `runbook` as `run_id`, with the marker in a var (`-e token=var-<marker>`)."""
+    argv = [str(PITSTOP), "run", str(runbook), "-i", str(inventory), "--id", run_id]
+    return await acli([*argv, "-e", f"token=var-{marker}"], env)
+
+
+async def status_json(run_id: str, env: dict[str, str]) -> dict[str, Any] | None:
+    """`pitstop status --json` of the run, None when the command fails."""
+    out = await acli([str(PITSTOP), "status", run_id, "--json"], env)
+    return json.loads(out.stdout) if out.returncode == 0 else None
+
+
+async def temporal_show(
+    address: str, workflow_id: str, env: dict[str, str], *extra: str
+) -> subprocess.CompletedProcess[str]:
+    """Temporal's own CLI: `temporal workflow show --output json`."""
+    argv = [str(TEMPORAL), "workflow", "show", "--address", address, "-w", workflow_id]
+    return await acli([*argv, "--output", "json", *extra], env)
+
+
 # -- the run on the embedded stack ------------------------------------------------------------------
 
 
@@ -320,14 +342,7 @@ async def test_history_holds_ciphertext_and_pitstop_the_ui_and_the_replayer_read
     env = clean_env(
         TEMPORAL_ADDRESS=codec_stack.temporal_address, PITSTOP_HOME=home, PITSTOP_TASK_QUEUE=queue
     )
-
-    status = await acli([str(PITSTOP), "dev", "status", "--home", home], env)
-    assert status.returncode == 0, status.stdout
-    assert "payload encryption: on, active key id dev-" in status.stdout
-    assert f"the Temporal UI decodes through {codec_stack.codec_endpoint}" in status.stdout
-    async with httpx.AsyncClient(timeout=10) as http:
-        settings = (await http.get(f"{codec_stack.ui_url}/api/v1/settings")).json()
-    assert settings["Codec"]["Endpoint"] == codec_stack.codec_endpoint
+    await assert_the_stack_says_payloads_are_encrypted(codec_stack, env)
 
     # As `pitstop sim serve` does: the rehearsal cluster is registered with the workers of the
     # stack's home (the inventory only names it), whose policy grants its nodes' SSH key.
@@ -341,27 +356,13 @@ async def test_history_holds_ciphertext_and_pitstop_the_ui_and_the_replayer_read
     runbook = tmp_path / "runbook.yaml"
     runbook.write_text(textwrap.dedent(RUNBOOK.format(node=NODE, marker=marker)))
     run_id = f"codec-run-{tag}"
-    started = await acli(
-        [
-            str(PITSTOP),
-            "run",
-            str(runbook),
-            "-i",
-            str(sim.inventory_path),
-            "--id",
-            run_id,
-            "-e",
-            f"token=var-{marker}",
-        ],
-        env,
-    )
+    started = await start_run(runbook, sim.inventory_path, run_id, marker, env)
     assert started.returncode == 0, started.stdout + started.stderr
 
     async def finished() -> dict[str, Any] | None:
-        out = await acli([str(PITSTOP), "status", run_id, "--json"], env)
-        if out.returncode != 0:
+        report = await status_json(run_id, env)
+        if report is None:
             return None
-        report: dict[str, Any] = json.loads(out.stdout)
         return report if report["status"] in {"succeeded", "failed", "completed_with_failures"} else None
 
     report = await until("the run to finish", finished, 240)
@@ -373,25 +374,42 @@ async def test_history_holds_ciphertext_and_pitstop_the_ui_and_the_replayer_read
     host = report["stages"][0]["hosts"][0]
     assert host["facts"]["kept"] == f"fact-{marker}"
 
-    # Temporal's CLI, without a codec: no marker anywhere, in any workflow of the run.
+    runs = await assert_temporal_holds_only_ciphertext(codec_stack, raw_client, run_id, marker, env)
+    await assert_the_codec_server_decodes_for_the_ui_only(codec_stack, runs, run_id, marker)
+
+    # Temporal's own CLI through the codec server shows the plaintext too.
+    through_codec = await temporal_show(
+        codec_stack.temporal_address, run_id, env, "--codec-endpoint", codec_stack.codec_endpoint
+    )
+    assert through_codec.returncode == 0, through_codec.stderr
+    decoded_by_temporal = payloads_in(json.loads(through_codec.stdout))
+    assert not any(p.metadata["encoding"] == b"binary/encrypted" for p in decoded_by_temporal)
+    assert f"var-{marker}" in "\n".join(p.data.decode(errors="replace") for p in decoded_by_temporal)
+
+    await assert_the_replayer_needs_the_key(codec_stack, runs)
+
+
+async def assert_the_stack_says_payloads_are_encrypted(codec_stack: DevStack, env: dict[str, str]) -> None:
+    """`pitstop dev status` says encryption is on, and the dev UI decodes through the codec server."""
+    status = await acli([str(PITSTOP), "dev", "status", "--home", str(codec_stack.home)], env)
+    assert status.returncode == 0, status.stdout
+    assert "payload encryption: on, active key id dev-" in status.stdout
+    assert f"the Temporal UI decodes through {codec_stack.codec_endpoint}" in status.stdout
+    async with httpx.AsyncClient(timeout=10) as http:
+        settings = (await http.get(f"{codec_stack.ui_url}/api/v1/settings")).json()
+    assert settings["Codec"]["Endpoint"] == codec_stack.codec_endpoint
+
+
+async def assert_temporal_holds_only_ciphertext(
+    codec_stack: DevStack, raw_client: Client, run_id: str, marker: str, env: dict[str, str]
+) -> dict[str, WorkflowHistory]:
+    """Temporal's CLI, without a codec: no marker anywhere, in any workflow of the run; while
+    every marker is in there, encrypted. The run's histories, by workflow id."""
     runs = await histories(raw_client, run_id, hosts=1)
     codec = AesGcmCodec(parse_keyring((codec_stack.home / "codec.keys").read_text(), "home"))
     every_payload: list[Payload] = []
     for workflow_id, history in runs.items():
-        shown_by_temporal = await acli(
-            [
-                str(TEMPORAL),
-                "workflow",
-                "show",
-                "--address",
-                codec_stack.temporal_address,
-                "-w",
-                workflow_id,
-                "--output",
-                "json",
-            ],
-            env,
-        )
+        shown_by_temporal = await temporal_show(codec_stack.temporal_address, workflow_id, env)
         assert shown_by_temporal.returncode == 0, shown_by_temporal.stderr
         raw = history.to_json()
         for text in (shown_by_temporal.stdout, raw):
@@ -404,8 +422,14 @@ async def test_history_holds_ciphertext_and_pitstop_the_ui_and_the_replayer_read
     opened = decrypted_text(every_payload, codec)
     for text in markers(marker):
         assert text in opened
+    return runs
 
-    # The codec server, asked as the UI asks: preflight, then POST /decode from the UI's origin.
+
+async def assert_the_codec_server_decodes_for_the_ui_only(
+    codec_stack: DevStack, runs: dict[str, WorkflowHistory], run_id: str, marker: str
+) -> None:
+    """The codec server, asked as the UI asks: preflight, then POST /decode from the UI's
+    origin; another origin gets 403 and no CORS allowance."""
     ui_origin = codec_stack.ui_url
     host_history = next(h for wid, h in runs.items() if wid != run_id)
     host_payloads = payloads_in(json.loads(host_history.to_json()))
@@ -436,29 +460,9 @@ async def test_history_holds_ciphertext_and_pitstop_the_ui_and_the_replayer_read
     assert stranger.status_code == 403
     assert "access-control-allow-origin" not in stranger.headers and marker not in stranger.text
 
-    # Temporal's own CLI through the codec server shows the plaintext too.
-    through_codec = await acli(
-        [
-            str(TEMPORAL),
-            "workflow",
-            "show",
-            "--address",
-            codec_stack.temporal_address,
-            "-w",
-            run_id,
-            "--output",
-            "json",
-            "--codec-endpoint",
-            codec_stack.codec_endpoint,
-        ],
-        env,
-    )
-    assert through_codec.returncode == 0, through_codec.stderr
-    decoded_by_temporal = payloads_in(json.loads(through_codec.stdout))
-    assert not any(p.metadata["encoding"] == b"binary/encrypted" for p in decoded_by_temporal)
-    assert f"var-{marker}" in "\n".join(p.data.decode(errors="replace") for p in decoded_by_temporal)
 
-    # The replayer reads it with pitstop's converter, and cannot without the key.
+async def assert_the_replayer_needs_the_key(codec_stack: DevStack, runs: dict[str, WorkflowHistory]) -> None:
+    """The replayer reads the histories with pitstop's converter, and cannot without the key."""
     for converter, should_replay in (
         (data_converter(Settings(home=codec_stack.home)), True),
         (pydantic_data_converter, False),
@@ -501,28 +505,11 @@ async def test_rotation_old_runs_finish_under_the_new_key_and_a_process_without_
     workers.append(first)
     await first.start()
     for path, run_id in ((gated, run_gated), (finished_early, run_early)):
-        out = await acli(
-            [
-                str(PITSTOP),
-                "run",
-                str(path),
-                "-i",
-                str(inventory),
-                "--id",
-                run_id,
-                "-e",
-                f"token=var-{marker}",
-            ],
-            under_a,
-        )
+        out = await start_run(path, inventory, run_id, marker, under_a)
         assert out.returncode == 0, out.stderr
 
-    async def status_of(run_id: str, env: dict[str, str]) -> dict[str, Any] | None:
-        out = await acli([str(PITSTOP), "status", run_id, "--json"], env)
-        return json.loads(out.stdout) if out.returncode == 0 else None
-
     async def reached(run_id: str, env: dict[str, str], wanted: str) -> bool:
-        status = await status_of(run_id, env)
+        status = await status_json(run_id, env)
         return status is not None and status["status"] == wanted
 
     await until("the early run to finish under key A", lambda: reached(run_early, under_a, "succeeded"))
@@ -538,7 +525,7 @@ async def test_rotation_old_runs_finish_under_the_new_key_and_a_process_without_
     assert approved.returncode == 0, approved.stderr
     await until("the gated run to finish after rotation", lambda: reached(run_gated, rotated, "succeeded"))
 
-    report = await status_of(run_gated, rotated)
+    report = await status_json(run_gated, rotated)
     assert report is not None
     assert f"debug-{marker} var-{marker}" in json.dumps(report)
     # Its history holds both keys' payloads: A before the rotation, B after.
@@ -546,8 +533,14 @@ async def test_rotation_old_runs_finish_under_the_new_key_and_a_process_without_
     key_ids = {p.metadata["encryption-key-id"].decode() for p in payloads_in(json.loads(history.to_json()))}
     assert key_ids == {id_a, id_b}
     assert marker not in history.to_json()
+    await assert_a_process_without_key_a_says_so(codec_stack, raw_client, run_early, id_a, marker, only_b)
 
-    # A process with only B: the clear error for what A wrote, and nothing decoded.
+
+async def assert_a_process_without_key_a_says_so(
+    codec_stack: DevStack, raw_client: Client, run_early: str, id_a: str, marker: str, only_b: dict[str, str]
+) -> None:
+    """A process with only B: the clear error for what A wrote, and nothing decoded; the stack's
+    codec server (the dev key only) says the same to the UI."""
     refused = await acli([str(PITSTOP), "status", run_early, "--json"], only_b)
     assert refused.returncode == 1
     message = " ".join(refused.stderr.split())
@@ -633,7 +626,7 @@ async def test_unusable_keys_stop_every_process_before_it_touches_temporal(
     for argv, code in (
         ([str(PITSTOP), "run", str(runbook), "-i", str(inventory), "--id", run_id], 1),
         ([sys.executable, "worker.py"], 2),
-        ([sys.executable, "-m", "pitstop.cli_codec", "serve", "--port", "0"], 2),
+        ([sys.executable, "-m", "pitstop.cli.codec", "serve", "--port", "0"], 2),
     ):
         done = await acli(argv, env)
         assert done.returncode == code, done.stdout + done.stderr
@@ -704,20 +697,7 @@ async def test_votes_from_the_slack_bridge_are_encrypted_with_the_same_keys(
         runbook.write_text(textwrap.dedent(SLACK_GATED.format(marker=marker)))
         inventory.write_text(LAB_INVENTORY)
         run_id = f"codec-slack-{tag}"
-        started = await acli(
-            [
-                str(PITSTOP),
-                "run",
-                str(runbook),
-                "-i",
-                str(inventory),
-                "--id",
-                run_id,
-                "-e",
-                f"token=var-{marker}",
-            ],
-            env,
-        )
+        started = await start_run(runbook, inventory, run_id, marker, env)
         assert started.returncode == 0, started.stderr
         posted = await slack.wait_for("chat.postMessage", lambda c: "Approval needed" in c.args["text"])
         assert (
@@ -725,30 +705,13 @@ async def test_votes_from_the_slack_bridge_are_encrypted_with_the_same_keys(
         ).status_code == 200
 
         async def finished() -> dict[str, Any] | None:
-            out = await acli([str(PITSTOP), "status", run_id, "--json"], env)
-            report = json.loads(out.stdout) if out.returncode == 0 else None
+            report = await status_json(run_id, env)
             return report if report is not None and report["status"] == "succeeded" else None
 
         report = await until("the run to finish after the Slack vote", finished, 180)
         assert [v["approver"] for v in report["gates"][0]["votes"]] == ["bob"]
         assert f"debug-{marker} var-{marker}" in json.dumps(report)
-
-        # The vote the bridge sent is in history as ciphertext under the home's key.
-        raw = (await raw_client.get_workflow_handle(run_id).fetch_history()).to_json()
-        assert marker not in raw
-        accepted = [
-            e["workflowExecutionUpdateAcceptedEventAttributes"]["acceptedRequest"]["input"]["args"][
-                "payloads"
-            ]
-            for e in json.loads(raw)["events"]
-            if "workflowExecutionUpdateAcceptedEventAttributes" in e
-        ]
-        assert len(accepted) == 1
-        [vote] = payloads_in(accepted[0])
-        keyring = parse_keyring((codec_stack.home / "codec.keys").read_text(), "home")
-        assert vote.metadata["encoding"] == b"binary/encrypted"
-        assert vote.metadata["encryption-key-id"].decode() == keyring.active.key_id
-        assert b'"approver":"bob"' in AesGcmCodec(keyring).decrypt(vote).data
+        await assert_the_vote_is_ciphertext_under_the_home_key(codec_stack, raw_client, run_id, marker)
     finally:
         bridge.send_signal(signal.SIGTERM)
         try:
@@ -757,6 +720,25 @@ async def test_votes_from_the_slack_bridge_are_encrypted_with_the_same_keys(
             bridge.kill()
             bridge.wait(timeout=10)
         await slack.stop()
+
+
+async def assert_the_vote_is_ciphertext_under_the_home_key(
+    codec_stack: DevStack, raw_client: Client, run_id: str, marker: str
+) -> None:
+    """The vote the bridge sent is in history as ciphertext under the home's key."""
+    raw = (await raw_client.get_workflow_handle(run_id).fetch_history()).to_json()
+    assert marker not in raw
+    accepted = [
+        e["workflowExecutionUpdateAcceptedEventAttributes"]["acceptedRequest"]["input"]["args"]["payloads"]
+        for e in json.loads(raw)["events"]
+        if "workflowExecutionUpdateAcceptedEventAttributes" in e
+    ]
+    assert len(accepted) == 1
+    [vote] = payloads_in(accepted[0])
+    keyring = parse_keyring((codec_stack.home / "codec.keys").read_text(), "home")
+    assert vote.metadata["encoding"] == b"binary/encrypted"
+    assert vote.metadata["encryption-key-id"].decode() == keyring.active.key_id
+    assert b'"approver":"bob"' in AesGcmCodec(keyring).decrypt(vote).data
 
 
 def spawn_bridge(env: dict[str, str], port: int) -> subprocess.Popen[bytes]:

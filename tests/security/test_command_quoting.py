@@ -22,7 +22,7 @@ from temporalio.exceptions import ApplicationError
 from typer.testing import CliRunner
 
 from activities.ssh import ssh_facts, ssh_firmware_update
-from pitstop.cli import app
+from pitstop.cli.app import app
 from pitstop.module_args.ssh import FactsArgs, FirmwareUpdateArgs
 from pitstop.runbook import Task, evaluate_bool, load_runbook
 from pitstop.runbook.tasks import load_task_file

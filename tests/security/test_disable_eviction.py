@@ -19,7 +19,7 @@ import pytest
 from temporalio.client import Client
 from typer.testing import CliRunner, Result
 
-from pitstop.cli import app
+from pitstop.cli.app import app
 from pitstop.contracts import RunStatus
 from pitstop.runbook import RunbookError, load_runbook
 from pitstop.runbook.eviction import WARNING

@@ -20,7 +20,7 @@ from temporalio.exceptions import ApplicationError
 from typer.testing import CliRunner
 
 from activities.kube.generic import get
-from pitstop.cli import app
+from pitstop.cli.app import app
 from pitstop.policy.clusters import register_cluster
 from pitstop.runbook.inventory import ClusterConfig
 from pitstop_sim import SimCluster

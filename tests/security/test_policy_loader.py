@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from pitstop.cli import app
+from pitstop.cli.app import app
 from pitstop.devstack import DevStack, StackConfig
 from pitstop.policy import PolicyError, WorkerPolicy, load_policy
 from tests.conftest import REPO_ROOT

@@ -11,7 +11,7 @@ import pytest
 import typer
 from temporalio.client import Client
 
-from pitstop.cli_run import _request
+from pitstop.cli.run import _request
 from pitstop.contracts import RunReport, RunRequest
 from tests.policy_site import PolicyLayer
 from tests.security.policy_fixtures import engine_worker, run, run_history_json, start_run  # noqa: F401

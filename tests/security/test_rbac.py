@@ -49,19 +49,19 @@ from activities.kube.drain import drain_node
 from activities.kube.job import run_job
 from activities.kube.nodes import cordon
 from activities.observe import observe
-from pitstop import demo_maintenance as dm
-from pitstop import demo_upgrade as du
 from pitstop.bundle import collect
 from pitstop.contracts import ModuleResult, RunReport, RunRequest
+from pitstop.demo import maintenance as dm
+from pitstop.demo import upgrade as du
 from pitstop.kube.annotations import CHECKPOINT_PROTOCOL, CHECKPOINT_REQUESTED
 from pitstop.policy import current_policy
 from pitstop.policy.clusters import cluster_rule
 from pitstop.runbook.inventory import ClusterConfig
+from pitstop.worker_app import build_worker
 from pitstop_sim import SimCluster, SimConfig, load_scenario
 from pitstop_sim.rbac_policy import load_policy
 from tests.e2e.conftest import Rehearsal, approve_gates, runbook_limits
 from tests.integration.kube.conftest import ModuleRunner
-from worker import build_worker
 from workflows import WORKFLOWS
 
 pytestmark = pytest.mark.integration
@@ -581,7 +581,7 @@ def test_sim_serve_with_a_service_account_registers_that_service_accounts_kubeco
     name = f"rbac-serve-{uuid.uuid4().hex[:8]}"
     kubeconfig = tmp_path / "kubeconfig"
     registered = current_policy().clusters_dir.path / name / "kubeconfig"
-    argv = [sys.executable, "-m", "pitstop.cli_sim", "serve", "--nodes", "1", "--domains", "1", "--no-ssh"]
+    argv = [sys.executable, "-m", "pitstop.cli.sim", "serve", "--nodes", "1", "--domains", "1", "--no-ssh"]
     argv += ["--kubeconfig", str(kubeconfig), "--name", name, "--service-account", WORKER]
     argv += [arg for path in MAINTENANCE_POLICY for arg in ("--rbac", str(path))]
     proc = subprocess.Popen(

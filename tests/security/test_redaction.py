@@ -338,7 +338,7 @@ def test_a_secret_written_inline_in_kube_apply_is_refused_before_it_reaches_hist
     """Module arguments are the activity's input, in history: a Secret's values never belong there."""
     from typer.testing import CliRunner
 
-    from pitstop.cli import app
+    from pitstop.cli.app import app
 
     token = _token()
     runbook = tmp_path / "apply.yaml"

@@ -1,4 +1,5 @@
-"""Baselines (seed 000 §12): figures recorded per GPU product and pool, deviations judged with numbers."""
+"""Baselines (docs/upgrade-process.md "Acceptance by layer"): figures recorded per GPU product
+and pool, deviations judged with numbers."""
 
 from __future__ import annotations
 

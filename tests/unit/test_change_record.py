@@ -1,4 +1,5 @@
-"""The change record (seed 000 §13) built from a run's registered results, and its Markdown."""
+"""The change record (docs/upgrade-process.md "Change record") built from a run's registered
+results, and its Markdown."""
 
 from __future__ import annotations
 
@@ -427,7 +428,7 @@ def test_the_inventory_after_the_change_shows_what_runs_and_how_it_was_validated
     )
     assert by_component["kubelet"].after == "v1.30.6"
     markdown = render_markdown(record)
-    assert "| component | §2 row | current | target | after | validation |" in markdown
+    assert "| component | version inventory row | current | target | after | validation |" in markdown
     assert (
         "| kubelet | Kubernetes and containerd/CRI-O | v1.30.6 | v1.31.2 | v1.30.6 | not reached |"
         in markdown

@@ -321,7 +321,7 @@ def test_settings_keep_the_key_secret() -> None:
 
 
 def test_the_home_key_file_switches_the_embedded_stack_to_encryption(tmp_path: Path) -> None:
-    from pitstop.cli_dev import encryption_line
+    from pitstop.cli.dev import encryption_line
     from pitstop.devstack import DevStack, StackConfig
 
     config = StackConfig(home=tmp_path, codec_port=18081, ui_port=18233)

@@ -13,7 +13,7 @@ from aiohttp.test_utils import TestServer
 from google.protobuf import json_format
 from temporalio.api.common.v1 import Payload, Payloads
 
-from pitstop.cli_codec import default_ui_origins
+from pitstop.cli.codec import default_ui_origins
 from pitstop.codec import ENCODING, AesGcmCodec
 from pitstop.codec_keys import parse_keyring
 from pitstop.codec_server import OriginError, build_app, loopback_twins, normalize_origin

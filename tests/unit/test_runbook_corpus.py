@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from pitstop.cli import app
+from pitstop.cli.app import app
 
 REPO = Path(__file__).resolve().parents[2]
 CORPUS = sorted((REPO / "tests" / "corpus").glob("*.yaml"))

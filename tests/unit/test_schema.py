@@ -10,7 +10,7 @@ import pytest
 from jsonschema import Draft202012Validator
 from typer.testing import CliRunner
 
-from pitstop.cli import app
+from pitstop.cli.app import app
 from pitstop.modules import module_names
 from pitstop.runbook import inventory_json_schema, runbook_json_schema
 from pitstop.runbook._yaml import load_yaml

@@ -20,7 +20,7 @@ _WITHOUT_SIM = textwrap.dedent(
     import worker
     import activities
     import workflows
-    import pitstop.cli
+    import pitstop.cli.app
     loaded = sorted(m for m in sys.modules if m.startswith("pitstop_sim") and sys.modules[m] is not None)
     assert not loaded, loaded
     print("started without pitstop_sim")
@@ -45,7 +45,7 @@ def test_the_block_above_really_blocks_the_simulator() -> None:
 
 
 def _serve_defaults() -> dict[str, object]:
-    from pitstop.cli import app
+    from pitstop.cli.app import app
 
     sim = next(group.typer_instance for group in app.registered_groups if group.name == "sim")
     assert sim is not None

@@ -15,8 +15,8 @@ from temporalio.client import Client, WorkflowHandle
 
 from activities import ACTIVITIES
 from pitstop.contracts import RunReport, RunRequest, RunStatus
+from pitstop.worker_app import build_worker
 from tests import testmodules
-from worker import build_worker
 from workflows import WORKFLOWS
 
 RunFn = Callable[..., Awaitable[RunReport]]

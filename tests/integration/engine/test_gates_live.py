@@ -16,10 +16,10 @@ from temporalio.exceptions import ApplicationError
 
 from activities import ACTIVITIES
 from pitstop.contracts import Decision, GateState, RunReport, RunRequest, RunStatus, VoteRecord
+from pitstop.worker_app import build_worker
 from tests import testmodules
 from tests.integration.engine.conftest import StartFn, hosts_inventory, status_when, write_bundle
 from tests.testmodules import CALLS
-from worker import build_worker
 from workflows import WORKFLOWS
 
 Handle = WorkflowHandle[Any, RunReport]

@@ -19,90 +19,90 @@ def values(task_prefix: str, host: str | None = None) -> list[object]:
     return [a.get("value") for h, t, a in CALLS if t.startswith(task_prefix) and (host is None or h == host)]
 
 
+KEYWORDS = """
+name: keywords
+hosts: gpu
+vars:
+  packages: [a, b, c]
+tasks:
+  - name: only on h00
+    test.step: {value: only}
+    when: inventory_hostname == 'h00'
+    register: only
+  - name: skipped result is registered
+    assert: {that: "only is skipped or inventory_hostname == 'h00'"}
+  - name: first
+    test.step: {value: "{{ inventory_hostname }}-one"}
+    register: first
+  - name: use registered
+    test.step: {value: "{{ first.value }}-again"}
+  - name: loop
+    test.step: {value: "{{ pkg }}"}
+    loop: "{{ packages }}"
+    loop_control: {loop_var: pkg}
+    when: pkg != 'b'
+    register: looped
+  - name: loop results
+    assert:
+      that:
+        - looped.results | length == 3
+        - looped.results[1].skipped
+        - looped.results[2].value == 'c'
+  - name: task vars
+    debug: {msg: "{{ greeting }}"}
+    vars: {greeting: hi}
+  - name: task vars stay with their task
+    assert: {that: "greeting is not defined"}
+  - name: set a fact
+    set_fact: {answer: "{{ 40 + 2 }}"}
+  - name: use the fact
+    assert: {that: "answer | int == 42", fail_msg: "fact not set"}
+  - name: ignored failure
+    fail: {msg: boom}
+    ignore_errors: true
+  - name: failed_when false overrides a failure
+    test.step: {value: x, fail_hosts: [h00, h01]}
+    failed_when: false
+  - name: failed_when on the result
+    test.step: {value: bad}
+    register: fw
+    failed_when: fw.value == 'bad' and inventory_hostname == 'h01'
+    ignore_errors: true
+  - name: notify but report unchanged
+    test.step: {value: quiet}
+    changed_when: false
+    notify: restart
+  - name: notify once
+    test.step: {value: n1}
+    changed_when: inventory_hostname == 'h00'
+    notify: restart
+  - name: notify twice
+    test.step: {value: n2}
+    changed_when: inventory_hostname == 'h00'
+    notify: [restart]
+  - name: conditional block
+    when: marker is not defined
+    block:
+      - name: sets the marker
+        set_fact: {marker: true}
+      - name: after the marker
+        test.step: {value: in-block}
+  - name: say hello
+    debug: {msg: "hello {{ inventory_hostname }}"}
+  - name: show a variable
+    debug: {var: first.value}
+  - name: wait a little
+    pause: {seconds: 0.2}
+handlers:
+  - name: restart
+    test.step: {value: handler}
+  - name: never notified
+    test.step: {value: other}
+"""
+
+
 async def test_conditions_registers_loops_facts_and_handlers(run: RunFn) -> None:
-    report = await run(
-        """
-        name: keywords
-        hosts: gpu
-        vars:
-          packages: [a, b, c]
-        tasks:
-          - name: only on h00
-            test.step: {value: only}
-            when: inventory_hostname == 'h00'
-            register: only
-          - name: skipped result is registered
-            assert: {that: "only is skipped or inventory_hostname == 'h00'"}
-          - name: first
-            test.step: {value: "{{ inventory_hostname }}-one"}
-            register: first
-          - name: use registered
-            test.step: {value: "{{ first.value }}-again"}
-          - name: loop
-            test.step: {value: "{{ pkg }}"}
-            loop: "{{ packages }}"
-            loop_control: {loop_var: pkg}
-            when: pkg != 'b'
-            register: looped
-          - name: loop results
-            assert:
-              that:
-                - looped.results | length == 3
-                - looped.results[1].skipped
-                - looped.results[2].value == 'c'
-          - name: task vars
-            debug: {msg: "{{ greeting }}"}
-            vars: {greeting: hi}
-          - name: task vars stay with their task
-            assert: {that: "greeting is not defined"}
-          - name: set a fact
-            set_fact: {answer: "{{ 40 + 2 }}"}
-          - name: use the fact
-            assert: {that: "answer | int == 42", fail_msg: "fact not set"}
-          - name: ignored failure
-            fail: {msg: boom}
-            ignore_errors: true
-          - name: failed_when false overrides a failure
-            test.step: {value: x, fail_hosts: [h00, h01]}
-            failed_when: false
-          - name: failed_when on the result
-            test.step: {value: bad}
-            register: fw
-            failed_when: fw.value == 'bad' and inventory_hostname == 'h01'
-            ignore_errors: true
-          - name: notify but report unchanged
-            test.step: {value: quiet}
-            changed_when: false
-            notify: restart
-          - name: notify once
-            test.step: {value: n1}
-            changed_when: inventory_hostname == 'h00'
-            notify: restart
-          - name: notify twice
-            test.step: {value: n2}
-            changed_when: inventory_hostname == 'h00'
-            notify: [restart]
-          - name: conditional block
-            when: marker is not defined
-            block:
-              - name: sets the marker
-                set_fact: {marker: true}
-              - name: after the marker
-                test.step: {value: in-block}
-          - name: say hello
-            debug: {msg: "hello {{ inventory_hostname }}"}
-          - name: show a variable
-            debug: {var: first.value}
-          - name: wait a little
-            pause: {seconds: 0.2}
-        handlers:
-          - name: restart
-            test.step: {value: handler}
-          - name: never notified
-            test.step: {value: other}
-        """,
-        hosts_inventory(2),
-    )
+    report = await run(KEYWORDS, hosts_inventory(2))
     assert report.status == "succeeded", report.msg
     hosts = {h.host: h for h in report.stages[0].hosts}
     h00, h01 = outcomes(hosts["h00"]), outcomes(hosts["h01"])

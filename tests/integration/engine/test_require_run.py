@@ -1,4 +1,4 @@
-"""`runs.require`: the lab rehearsal (seed 000 §4, step 2) is proven by the lab run's own
+"""`runs.require`: the lab rehearsal (docs/upgrade-process.md "Upgrade order") is proven by the lab run's own
 report in Temporal — its runbook, its cluster, its stages — not by a name typed into a var."""
 
 from __future__ import annotations

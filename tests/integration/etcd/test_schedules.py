@@ -17,7 +17,7 @@ from temporalio.api.common.v1 import Payload
 from temporalio.client import Client, ScheduleActionStartWorkflow, ScheduleOverlapPolicy
 from typer.testing import CliRunner
 
-from pitstop.cli_schedules import schedules_app
+from pitstop.cli.schedules import schedules_app
 from pitstop.contracts import RunReport, RunRequest
 from pitstop.schedules import action_memo, apply_schedules, load_schedules, spec_hash
 from pitstop.settings import Settings

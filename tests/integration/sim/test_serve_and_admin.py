@@ -26,7 +26,7 @@ SCENARIOS = sorted((REPO / "runbooks" / "scenarios").glob("*.yaml"))
 def _serve(*args: str) -> subprocess.Popen[str]:
     env = {**os.environ, "COLUMNS": "200"}
     return subprocess.Popen(
-        [sys.executable, "-m", "pitstop.cli_sim", "serve", *args],
+        [sys.executable, "-m", "pitstop.cli.sim", "serve", *args],
         cwd=REPO,
         env=env,
         stdout=subprocess.PIPE,

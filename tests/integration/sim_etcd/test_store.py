@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 from typer.testing import CliRunner
 
-from pitstop.cli_sim import sim_app
+from pitstop.cli.sim import sim_app
 from pitstop.devstack import DevStack, free_port
 from pitstop_sim import SimCluster, SimConfig, SimControl
 from pitstop_sim.etcd_store import EtcdStoreError

@@ -16,9 +16,9 @@ from activities import ACTIVITIES
 from pitstop.contracts import RunReport, RunRequest
 from pitstop.slack.config import SlackSettings
 from pitstop.slack.server import build_bridge, start_http
+from pitstop.worker_app import build_worker
 from tests import testmodules
 from tests.integration.slack.slackfake import BOT_TOKEN, SIGNING_SECRET, Clicker, FakeSlack
-from worker import build_worker
 from workflows import WORKFLOWS
 
 UI_URL = "https://temporal.example.test"

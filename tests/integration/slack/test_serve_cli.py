@@ -19,7 +19,7 @@ from pitstop.slack.contracts import ButtonValue
 from tests.integration.slack.slackfake import Clicker, FakeSlack, SlackCall
 
 # The typer app the lead mounts as `pitstop slack`; run on its own, as the entry point would.
-SERVE = [sys.executable, "-c", "from pitstop.cli_slack import slack_app; slack_app()", "serve"]
+SERVE = [sys.executable, "-c", "from pitstop.cli.slack import slack_app; slack_app()", "serve"]
 
 
 def free_port() -> int:

@@ -12,7 +12,7 @@ import contextlib
 import os
 import signal
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING, Annotated, NoReturn
 
 import typer
 from pydantic import ValidationError
@@ -24,6 +24,11 @@ if TYPE_CHECKING:
     # The simulator is imported only when `pitstop sim serve` runs (the `sim` extra): a worker
     # installed without it still loads this CLI.
     from pitstop_sim.cluster import SimCluster
+
+# pitstop_sim.ssh.files.CLUSTER_NAME and pitstop_sim.etcd_store.DEFAULT_PREFIX, written out so
+# that this module loads without the simulator (tests/unit/test_sim_package.py holds them equal).
+CLUSTER_NAME = "pitstop-sim"
+DEFAULT_PREFIX = "/registry/"
 
 sim_app = typer.Typer(
     help="The rehearsal cluster: a simulated GPU Kubernetes cluster for kubectl and pitstop.",
@@ -45,89 +50,100 @@ def _group() -> None:
     """Keeps `serve` a sub-command even while it is the only one."""
 
 
+# The options of `serve`, one alias each so that the command's signature stays readable.
+_Nodes = Annotated[int | None, typer.Option(min=1, help="Number of nodes (overrides the scenario).")]
+_Domains = Annotated[int | None, typer.Option(min=1, help="Failure domains (zones) the nodes spread over.")]
+_GpusPerNode = Annotated[int | None, typer.Option(min=0, help="nvidia.com/gpu on each node.")]
+_ScenarioFile = Annotated[
+    Path | None,
+    typer.Option(exists=False, dir_okay=False, help="Scenario YAML (workloads, health, faults)."),
+]
+_TimeScale = Annotated[
+    float | None, typer.Option(help="Simulated seconds per real second (e.g. 60: a minute per second).")
+]
+_Port = Annotated[int, typer.Option(min=0, max=65535, help="Port on 127.0.0.1 (0 picks a free one).")]
+_Kubeconfig = Annotated[
+    Path | None,
+    typer.Option(help="Where to write the kubeconfig (default: $PITSTOP_HOME/sim/kubeconfig)."),
+]
+_Ssh = Annotated[
+    bool,
+    typer.Option(
+        "--ssh/--no-ssh",
+        help=(
+            "An SSH endpoint per node; writes known_hosts, secrets/ and inventory.yaml next to "
+            "the kubeconfig."
+        ),
+    ),
+]
+_SshUser = Annotated[str, typer.Option(help="The user the nodes' SSH endpoints let in.")]
+_Name = Annotated[
+    str,
+    typer.Option(
+        help="The cluster's name: in the inventory, and registered with the worker under it "
+        "($PITSTOP_HOME/clusters/<name>/)."
+    ),
+]
+_Etcd = Annotated[
+    str | None,
+    typer.Option(
+        metavar="ENDPOINT",
+        help="Persist every object to this etcd (http://127.0.0.1:2379), under --etcd-prefix.",
+    ),
+]
+_EtcdPrefix = Annotated[
+    str, typer.Option(help="Key prefix in etcd; one per cluster when several share an etcd.")
+]
+_EtcdResume = Annotated[
+    bool,
+    typer.Option(
+        "--etcd-resume/--etcd-clear",
+        help="Load the objects found under the prefix (resume) instead of clearing them.",
+    ),
+]
+_Rbac = Annotated[
+    list[Path] | None,
+    typer.Option(
+        metavar="PATH",
+        help=(
+            "Enforce RBAC as an apiserver does, with the Namespaces, ServiceAccounts, roles and "
+            "bindings of these YAML files or directories (e.g. deploy/kubernetes); repeatable."
+        ),
+    ),
+]
+_ServiceAccount = Annotated[
+    str | None,
+    typer.Option(
+        metavar="NAMESPACE/NAME",
+        help=(
+            "With --rbac: write the kubeconfig with this ServiceAccount's token (e.g. "
+            "pitstop/pitstop-worker); the admin's goes next to it as <kubeconfig>.admin."
+        ),
+    ),
+]
+
+
 @sim_app.command()
 def serve(
-    nodes: Annotated[
-        int | None, typer.Option(min=1, help="Number of nodes (overrides the scenario).")
-    ] = None,
-    domains: Annotated[
-        int | None, typer.Option(min=1, help="Failure domains (zones) the nodes spread over.")
-    ] = None,
-    gpus_per_node: Annotated[int | None, typer.Option(min=0, help="nvidia.com/gpu on each node.")] = None,
-    scenario: Annotated[
-        Path | None,
-        typer.Option(exists=False, dir_okay=False, help="Scenario YAML (workloads, health, faults)."),
-    ] = None,
-    time_scale: Annotated[
-        float | None, typer.Option(help="Simulated seconds per real second (e.g. 60: a minute per second).")
-    ] = None,
-    port: Annotated[int, typer.Option(min=0, max=65535, help="Port on 127.0.0.1 (0 picks a free one).")] = 0,
-    kubeconfig: Annotated[
-        Path | None,
-        typer.Option(help="Where to write the kubeconfig (default: $PITSTOP_HOME/sim/kubeconfig)."),
-    ] = None,
-    ssh: Annotated[
-        bool,
-        typer.Option(
-            "--ssh/--no-ssh",
-            help=(
-                "An SSH endpoint per node; writes known_hosts, secrets/ and inventory.yaml next to "
-                "the kubeconfig."
-            ),
-        ),
-    ] = True,
-    ssh_user: Annotated[str, typer.Option(help="The user the nodes' SSH endpoints let in.")] = "ops",
-    name: Annotated[
-        str,
-        typer.Option(
-            help="The cluster's name: in the inventory, and registered with the worker under it "
-            "($PITSTOP_HOME/clusters/<name>/)."
-        ),
-    ] = "pitstop-sim",  # pitstop_sim.ssh.files.CLUSTER_NAME (test_sim_package holds them equal)
-    etcd: Annotated[
-        str | None,
-        typer.Option(
-            metavar="ENDPOINT",
-            help="Persist every object to this etcd (http://127.0.0.1:2379), under --etcd-prefix.",
-        ),
-    ] = None,
-    etcd_prefix: Annotated[
-        str, typer.Option(help="Key prefix in etcd; one per cluster when several share an etcd.")
-    ] = "/registry/",  # pitstop_sim.etcd_store.DEFAULT_PREFIX (likewise)
-    etcd_resume: Annotated[
-        bool,
-        typer.Option(
-            "--etcd-resume/--etcd-clear",
-            help="Load the objects found under the prefix (resume) instead of clearing them.",
-        ),
-    ] = False,
-    rbac: Annotated[
-        list[Path] | None,
-        typer.Option(
-            metavar="PATH",
-            help=(
-                "Enforce RBAC as an apiserver does, with the Namespaces, ServiceAccounts, roles and "
-                "bindings of these YAML files or directories (e.g. deploy/kubernetes); repeatable."
-            ),
-        ),
-    ] = None,
-    service_account: Annotated[
-        str | None,
-        typer.Option(
-            metavar="NAMESPACE/NAME",
-            help=(
-                "With --rbac: write the kubeconfig with this ServiceAccount's token (e.g. "
-                "pitstop/pitstop-worker); the admin's goes next to it as <kubeconfig>.admin."
-            ),
-        ),
-    ] = None,
+    nodes: _Nodes = None,
+    domains: _Domains = None,
+    gpus_per_node: _GpusPerNode = None,
+    scenario: _ScenarioFile = None,
+    time_scale: _TimeScale = None,
+    port: _Port = 0,
+    kubeconfig: _Kubeconfig = None,
+    ssh: _Ssh = True,
+    ssh_user: _SshUser = "ops",
+    name: _Name = CLUSTER_NAME,
+    etcd: _Etcd = None,
+    etcd_prefix: _EtcdPrefix = DEFAULT_PREFIX,
+    etcd_resume: _EtcdResume = False,
+    rbac: _Rbac = None,
+    service_account: _ServiceAccount = None,
 ) -> None:
     """Serve the Kubernetes API of a simulated GPU cluster until interrupted."""
     from pitstop_sim.cluster import SimCluster, SimConfig
-    from pitstop_sim.etcd_store import EtcdStoreError
-    from pitstop_sim.rbac_policy import PolicyError as RbacPolicyError
     from pitstop_sim.scenario import Scenario, ScenarioError, load_scenario
-    from pitstop_sim.ssh.server import SshStartError
 
     try:
         policy = load_policy()
@@ -159,12 +175,27 @@ def serve(
         err_console.print(f"[red]invalid scenario:[/] {exc}", highlight=False)
         raise typer.Exit(2) from None
     except ValidationError as exc:
-        first = exc.errors(include_url=False)[0]
-        where = str(first["loc"][0]) if first["loc"] else "rbac"
-        option = "--" + where.replace("_", "-").replace("etcd-endpoint", "etcd")
-        option = option.replace("--kubeconfig-service-account", "--service-account")
-        err_console.print(f"[red]invalid {option}:[/] {first['msg']}", highlight=False)
-        raise typer.Exit(2) from None
+        _invalid_option(exc)
+    _serve_until_interrupted(cluster, policy, port)
+
+
+def _invalid_option(exc: ValidationError) -> NoReturn:
+    """Name the command-line option a SimConfig field came from, and exit 2."""
+    first = exc.errors(include_url=False)[0]
+    where = str(first["loc"][0]) if first["loc"] else "rbac"
+    option = "--" + where.replace("_", "-").replace("etcd-endpoint", "etcd")
+    option = option.replace("--kubeconfig-service-account", "--service-account")
+    err_console.print(f"[red]invalid {option}:[/] {first['msg']}", highlight=False)
+    raise typer.Exit(2) from None
+
+
+def _serve_until_interrupted(cluster: SimCluster, policy: WorkerPolicy, port: int) -> None:
+    """Run the cluster; what stops it at start becomes one line and an exit code."""
+    from pitstop_sim.etcd_store import EtcdStoreError
+    from pitstop_sim.rbac_policy import PolicyError as RbacPolicyError
+    from pitstop_sim.scenario import ScenarioError
+    from pitstop_sim.ssh.server import SshStartError
+
     try:
         asyncio.run(_serve(cluster, policy))
     except ScenarioError as exc:

@@ -2,9 +2,9 @@
 `pitstop demo --upgrade` share.
 
 The cluster comes from `runbooks/scenarios/platform-upgrade.yaml` (Kubernetes v1.30, the GPU
-stack and the AI controllers of seed 000 §2, a control-plane node and GPU nodes each with an
-SSH endpoint); its objects are persisted to the embedded etcd so that the preflight's backup
-is a real snapshot of them. The inventory names the groups the runbook uses:
+stack and the AI controllers of docs/upgrade-process.md "Version inventory", a control-plane
+node and GPU nodes each with an SSH endpoint); its objects are persisted to the embedded etcd
+so that the preflight's backup is a real snapshot of them. The inventory names the groups the runbook uses:
 `control_plane`, `gpu_fleet`, `gpu_canary`, and the site's settings on `localhost`.
 """
 
@@ -13,10 +13,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from pitstop.demo_maintenance import cluster_block, dump_inventory
+from pitstop.demo.maintenance import cluster_block, dump_inventory
 from pitstop_sim import SimCluster, SimConfig, load_scenario
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 RUNBOOK = REPO / "runbooks" / "platform-upgrade.yaml"
 SCENARIO = REPO / "runbooks" / "scenarios" / "platform-upgrade.yaml"
 REGRESSION_SCENARIO = REPO / "runbooks" / "scenarios" / "platform-upgrade-regression.yaml"

@@ -1,5 +1,6 @@
-"""A component's validation state from an `acceptance.check` result (seed 000 §2 asks for a
-validation state per inventory row; seed 000 §12 says what validates what).
+"""A component's validation state from an `acceptance.check` result
+(docs/upgrade-process.md "Version inventory" asks for a validation state per row;
+docs/upgrade-process.md "Acceptance by layer" says what validates what).
 
 Each component names the acceptance checks that exercise it (`validated_by` in
 runbooks/compat/components.yaml). Its state is the worst of theirs: "FAILED" if one failed or
@@ -12,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from pitstop.inventory.components import ComponentTable
+from pitstop.versions.components import ComponentTable
 
 FAILING = ("failed", "deviation", "deviated")
 

@@ -1,7 +1,7 @@
 """The version inventory (pure): from what the cluster API and the SSH facts show, one row per
-component key with the five columns of seed 000 §2 (current, target, support source,
-validation state, rollback method), plus the maps later steps consume (`current`, `target`,
-`diff`, `skew`).
+component key with the five columns of docs/upgrade-process.md "Version inventory" (current,
+target, support source, validation state, rollback method), plus the maps later steps consume
+(`current`, `target`, `diff`, `skew`).
 
 Mixed versions (nodes or workloads that disagree) are reported as such:
 `550.90.07 (3 nodes), 570.86.15 (1 node)`, with `versions_by_node` in the row. The `current`
@@ -20,7 +20,8 @@ from pydantic import BaseModel, Field
 
 from pitstop.compat.matrix import Matrix, Support, parse_spec, support_for
 from pitstop.compat.versions import try_parse_version
-from pitstop.inventory.components import (
+from pitstop.kube.objects import name_of
+from pitstop.versions.components import (
     NODE_SOURCES,
     AnnotationSource,
     Component,
@@ -30,8 +31,7 @@ from pitstop.inventory.components import (
     PackageSource,
     SshFactSource,
 )
-from pitstop.inventory.detect import ClusterView, Found, detect_cluster, detect_nodes
-from pitstop.kube.objects import name_of
+from pitstop.versions.detect import ClusterView, Found, detect_cluster, detect_nodes
 
 NOT_VALIDATED = "not validated"
 _UNITS = {

@@ -1,5 +1,6 @@
-"""The platform's version inventory (seed 000 §2): which version of every component runs now,
-the target, the vendor support source, the validation state and the rollback method.
+"""The platform's version inventory (docs/upgrade-process.md "Version inventory"): which version
+of every component runs now, the target, the vendor support source, the validation state and the
+rollback method.
 
   components.py  the component table (runbooks/compat/components.yaml) and the component keys
   facts.py       the registered ssh.facts results a runbook passes in, keyed by node

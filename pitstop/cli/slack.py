@@ -30,12 +30,12 @@ def serve(
     """Serve Slack interactivity: verify each click, map the user, send the vote to the run."""
     from pitstop.client import PitstopConnectionError, connect
     from pitstop.keys import KeyConfigError, require_key
+    from pitstop.logs import configure_logging
     from pitstop.settings import Settings
     from pitstop.slack.config import SlackConfigError, SlackSettings
     from pitstop.slack.identity import ApproverMapError
     from pitstop.slack.server import serve as serve_bridge
     from pitstop.telemetry import setup_tracing, shutdown_tracing
-    from worker import configure_logging
 
     configure_logging(log_level)
     try:

@@ -1,6 +1,6 @@
 """inventory.versions: read what runs on the cluster (the apiserver's /version, nodes, the
 control-plane pods, workloads, Helm releases) and the SSH facts it is given, and report the
-version inventory (`pitstop.inventory.collect`). Read-only: it runs the same in check mode."""
+version inventory (`pitstop.versions.collect`). Read-only: it runs the same in check mode."""
 
 from __future__ import annotations
 
@@ -14,14 +14,14 @@ from activities.kube.common import fail, kube_for, kube_module
 from pitstop.compat.matrix import MatrixError, load_matrices
 from pitstop.contracts import ModuleCall, ModuleResult
 from pitstop.helm import SECRET_TYPE, HelmRelease, HelmReleaseError, decode_release
-from pitstop.inventory.collect import Inventory, collect
-from pitstop.inventory.components import ComponentTableError, load_components
-from pitstop.inventory.detect import ClusterView
-from pitstop.inventory.facts import FactsError, facts_by_node
-from pitstop.inventory.validation import validation_states
 from pitstop.kube import selectors
 from pitstop.kube.objects import Obj, labels_of, name_of
 from pitstop.module_args.inventory import VersionsArgs
+from pitstop.versions.collect import Inventory, collect
+from pitstop.versions.components import ComponentTableError, load_components
+from pitstop.versions.detect import ClusterView
+from pitstop.versions.facts import FactsError, facts_by_node
+from pitstop.versions.validation import validation_states
 
 CONTROL_PLANE_SELECTOR = "component in (kube-apiserver,kube-controller-manager,kube-scheduler)"
 WORKLOAD_PATHS = ("/apis/apps/v1/deployments", "/apis/apps/v1/daemonsets", "/apis/apps/v1/statefulsets")
@@ -124,4 +124,4 @@ def versions(call: ModuleCall) -> ModuleResult:
     return ModuleResult(msg=inventory.summary(), data=_data(inventory))
 
 
-INVENTORY_ACTIVITIES: list[Callable[..., Any]] = [versions]
+VERSIONS_ACTIVITIES: list[Callable[..., Any]] = [versions]

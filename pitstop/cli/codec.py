@@ -112,5 +112,5 @@ def show() -> None:
 
 
 if __name__ == "__main__":
-    # `python -m pitstop.cli_codec serve`: what the embedded stack runs (no other CLI area loaded).
+    # `python -m pitstop.cli.codec serve`: what the embedded stack runs (no other CLI area loaded).
     codec_app()

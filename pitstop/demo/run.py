@@ -1,5 +1,5 @@
 """`pitstop demo`: the embedded stack, the rehearsal cluster, a worker, and the GPU node
-maintenance runbook end to end (see `pitstop/demo_maintenance.py`).
+maintenance runbook end to end (see `pitstop/demo/maintenance.py`).
 
 Gates are answered by a demo approver through the same `decide` Update path that the CLI,
 Slack and the Temporal UI use (`--interactive` leaves them to a person instead). The demo runs
@@ -17,7 +17,7 @@ import os
 import time
 import uuid
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
 from rich.live import Live
@@ -32,6 +32,9 @@ from pitstop.proofs import sign_request, signed_decision
 from pitstop.settings import Settings
 from pitstop.views import report_view, status_view, styled, ui_link
 from workflows.runbook import RunbookWorkflow
+
+if TYPE_CHECKING:
+    from pitstop.worker_app import WorkerKeys
 
 
 def demo_vote(vote_key: KeyRing | None, run_id: str, gate_id: str, approver: str) -> Decision:
@@ -91,26 +94,17 @@ async def run_demo(
 
     Payloads are encrypted when `codec` asks for it or the home already has its key file
     (`pitstop dev up --codec`); otherwise not, so the demo's history reads as plain JSON."""
-    from pitstop import demo_maintenance as dm
     from pitstop.client import connect, encryption_summary
+    from pitstop.demo import maintenance as dm
     from pitstop.runbook import load_runbook
-    from worker import WorkerKeys, build_worker
+    from pitstop.worker_app import WorkerKeys
 
     # Reboots cut SSH connections on purpose; paramiko would log each as an error.
     logging.getLogger("paramiko").setLevel(logging.CRITICAL)
     # Wide enough for the per-node table even when the output is not a terminal (CI logs).
     console = console or Console(width=None if Console().is_terminal else 160)
     started = time.monotonic()
-    config = StackConfig.saved(home) or StackConfig.from_env(base=StackConfig(home=home))
-    if codec:
-        config = config.model_copy(update={"codec": True})
-    stack = DevStack(config)
-    with console.status("starting the embedded stack (Temporal, S3, etcd)…"):
-        stack.up()
-    # The in-process worker runs under the policy `up` wrote into the stack's home, and the
-    # rehearsal cluster is registered with it there, as with a worker started by hand.
-    os.environ["PITSTOP_HOME"] = str(stack.home)
-    console.print(f"stack up in {time.monotonic() - started:.1f}s — Temporal UI {stack.ui_url}")
+    stack = _start_stack(home, codec, console, started)
     workdir = home / "demo" / time.strftime("%Y%m%d-%H%M%S")
     with console.status("starting the rehearsal cluster (12 GPU nodes, 3 failure domains, SSH per node)…"):
         sim = dm.start_cluster(workdir)
@@ -126,43 +120,86 @@ async def run_demo(
         settings = Settings(temporal_address=stack.temporal_address, home=stack.home, ui_url=stack.ui_url)
         client: Client = await connect(settings)
         console.print(f"payload encryption: {encryption_summary(client.data_converter)}")
-        task_queue = f"pitstop-demo-{uuid.uuid4().hex[:6]}"
-        files, runbook_name, inventory_name = collect(dm.RUNBOOK, inventory)
-        request = RunRequest(
-            runbook=runbook_name,
-            inventory=inventory_name,
-            files=files,
-            vars={"poll_seconds": 0.5},
-            requested_by="demo-requester",
-        )
         run_id = f"demo-{time.strftime('%Y%m%d-%H%M%S')}"
         keys = WorkerKeys.load(stack.home)
-        if keys.vote is not None:
-            request = sign_request(keys.vote, request, run=run_id, subject="demo:demo-requester")
-        async with build_worker(client, task_queue, keys=keys):
-            handle = await client.start_workflow(
-                "RunbookWorkflow", request, id=run_id, task_queue=task_queue, result_type=RunReport
-            )
-            link = ui_link(stack.ui_url, "default", run_id)
-            console.print(f"run [bold]{run_id}[/bold]: {link}")
-            voter = None
-            if interactive:
-                console.print(
-                    f"gates wait for you: `pitstop approve {run_id} --as <approver>` or the Temporal UI"
-                )
-            else:
-                voter = asyncio.ensure_future(answer_gates(handle, approver, console, keys.vote))
-            result = asyncio.ensure_future(handle.result())
-            with Live(console=console, refresh_per_second=4, transient=True) as live:
-                while not result.done():
-                    live.update(status_view(await handle.query(RunbookWorkflow.status)))
-                    await asyncio.wait([result], timeout=0.5)
-            if voter is not None:
-                voter.cancel()
-            report = result.result()
+        request = _request(dm.RUNBOOK, inventory, keys.vote, run_id)
+        report, link = await _follow_run(client, request, run_id, stack, keys, console, interactive, approver)
         verdict = dm.judge(sim, report, target, per_domain_limit)
     finally:
         sim.stop()
+    _print_outcome(console, report, verdict, link, started)
+    return 0 if verdict.ok else 1
+
+
+def _start_stack(home: Path, codec: bool, console: Console, started: float) -> DevStack:
+    """The embedded stack of `home` (saved or from the environment), up, and this process on it."""
+    config = StackConfig.saved(home) or StackConfig.from_env(base=StackConfig(home=home))
+    if codec:
+        config = config.model_copy(update={"codec": True})
+    stack = DevStack(config)
+    with console.status("starting the embedded stack (Temporal, S3, etcd)…"):
+        stack.up()
+    # The in-process worker runs under the policy `up` wrote into the stack's home, and the
+    # rehearsal cluster is registered with it there, as with a worker started by hand.
+    os.environ["PITSTOP_HOME"] = str(stack.home)
+    console.print(f"stack up in {time.monotonic() - started:.1f}s — Temporal UI {stack.ui_url}")
+    return stack
+
+
+def _request(runbook: Path, inventory: Path, vote_key: KeyRing | None, run_id: str) -> RunRequest:
+    """The run's request, signed as the demo requester when the vote key is here."""
+    files, runbook_name, inventory_name = collect(runbook, inventory)
+    request = RunRequest(
+        runbook=runbook_name,
+        inventory=inventory_name,
+        files=files,
+        vars={"poll_seconds": 0.5},
+        requested_by="demo-requester",
+    )
+    if vote_key is not None:
+        request = sign_request(vote_key, request, run=run_id, subject="demo:demo-requester")
+    return request
+
+
+async def _follow_run(
+    client: Client,
+    request: RunRequest,
+    run_id: str,
+    stack: DevStack,
+    keys: WorkerKeys,
+    console: Console,
+    interactive: bool,
+    approver: str,
+) -> tuple[RunReport, str]:
+    """Start the run on an in-process worker, show its status live (answering its gates unless
+    `interactive`) until it ends; its report and its link in the Temporal UI."""
+    from pitstop.worker_app import build_worker
+
+    task_queue = f"pitstop-demo-{uuid.uuid4().hex[:6]}"
+    async with build_worker(client, task_queue, keys=keys):
+        handle = await client.start_workflow(
+            "RunbookWorkflow", request, id=run_id, task_queue=task_queue, result_type=RunReport
+        )
+        link = ui_link(stack.ui_url, "default", run_id)
+        console.print(f"run [bold]{run_id}[/bold]: {link}")
+        voter = None
+        if interactive:
+            console.print(
+                f"gates wait for you: `pitstop approve {run_id} --as <approver>` or the Temporal UI"
+            )
+        else:
+            voter = asyncio.ensure_future(answer_gates(handle, approver, console, keys.vote))
+        result = asyncio.ensure_future(handle.result())
+        with Live(console=console, refresh_per_second=4, transient=True) as live:
+            while not result.done():
+                live.update(status_view(await handle.query(RunbookWorkflow.status)))
+                await asyncio.wait([result], timeout=0.5)
+        if voter is not None:
+            voter.cancel()
+        return result.result(), link
+
+
+def _print_outcome(console: Console, report: RunReport, verdict: Any, link: str, started: float) -> None:
     console.print(report_view(report))
     console.print(node_table(verdict))
     console.print(
@@ -175,7 +212,6 @@ async def run_demo(
     console.print(
         f"finished in {time.monotonic() - started:.1f}s; the stack keeps running (`pitstop dev down`)."
     )
-    return 0 if verdict.ok else 1
 
 
 def node_table(verdict: Any) -> Table:

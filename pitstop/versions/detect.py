@@ -9,7 +9,8 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from pitstop.helm import HelmRelease
-from pitstop.inventory.components import (
+from pitstop.kube.objects import Obj, annotations_of, key_of, labels_of, name_of
+from pitstop.versions.components import (
     AnnotationSource,
     ApiserverSource,
     Component,
@@ -22,7 +23,6 @@ from pitstop.inventory.components import (
     PackageSource,
     SshFactSource,
 )
-from pitstop.kube.objects import Obj, annotations_of, key_of, labels_of, name_of
 
 Unit = Literal["node", "workload", "release", "cluster"]
 

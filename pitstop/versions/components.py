@@ -1,5 +1,6 @@
 """The component table of the platform inventory (`runbooks/compat/components.yaml`): every
-component key, the seed's §2 row it belongs to, where its version is read, how it is rolled back.
+component key, the version inventory row it belongs to, where its version is read, how it is
+rolled back.
 
 The keys are fixed by the design (`pitstop.compat.components`: inventory rows, targets, matrices
 and compat checks all use them); the file says how to detect each one and must list exactly
@@ -22,7 +23,8 @@ from pitstop.safe_yaml import safe_load_file
 
 COMPONENTS_FILE = "components.yaml"
 
-# §2 row label -> component keys, in the seed's order (shared with compat.check).
+# Row label -> component keys, in the order of docs/upgrade-process.md "Version inventory" (shared with
+# compat.check).
 ROWS = COMPONENT_ROWS
 
 
@@ -154,8 +156,9 @@ class Component(BaseModel):
     absent: str = "not deployed"
     matrix: str | None = None
     policy: str | None = None
-    # The acceptance checks (seed 000 §12, `layer/check`) that exercise this component: their
-    # outcome is its validation state when the inventory is given an acceptance result.
+    # The acceptance checks (docs/upgrade-process.md "Acceptance by layer", `layer/check`) that
+    # exercise this component: their outcome is its validation state when the inventory is given
+    # an acceptance result.
     validated_by: list[str] = Field(default_factory=list)
 
 
@@ -185,7 +188,7 @@ class ComponentTable(BaseModel):
             missing = [k for k in COMPONENT_KEYS if k not in keys]
             extra = [k for k in keys if k not in COMPONENT_KEYS]
             raise ValueError(
-                "components must list exactly the design's keys in the §2 order"
+                "components must list exactly the design's keys in the version inventory's order"
                 + (f"; missing: {', '.join(missing)}" if missing else "")
                 + (f"; unknown: {', '.join(extra)}" if extra else "")
                 + ("" if missing or extra else f"; expected order: {', '.join(COMPONENT_KEYS)}")
@@ -194,7 +197,7 @@ class ComponentTable(BaseModel):
             if component.row != ROW_OF[component.key]:
                 raise ValueError(
                     f"component {component.key!r} is in row {component.row!r}; "
-                    f"the §2 row is {ROW_OF[component.key]!r}"
+                    f"its version inventory row is {ROW_OF[component.key]!r}"
                 )
         return self
 

@@ -1,5 +1,6 @@
 """The validation state of each inventory row, from the acceptance checks that exercise its
-component (seed 000 §2's "validation state" column, judged by seed 000 §12)."""
+component (the "validation state" column of docs/upgrade-process.md "Version inventory", judged as
+docs/upgrade-process.md "Acceptance by layer" says)."""
 
 from __future__ import annotations
 
@@ -9,8 +10,8 @@ from typing import Any
 import pytest
 from ruamel.yaml import YAML
 
-from pitstop.inventory.components import ComponentTableError, load_components, parse_components
-from pitstop.inventory.validation import check_outcomes, validation_states
+from pitstop.versions.components import ComponentTableError, load_components, parse_components
+from pitstop.versions.validation import check_outcomes, validation_states
 
 TABLE = load_components(Path(__file__).resolve().parents[2] / "runbooks" / "compat")
 

@@ -1,4 +1,5 @@
-"""`pitstop` command line (typer + rich). Sub-commands live in small cli_* modules."""
+"""`pitstop` command line (typer + rich): the root app; sub-commands live in the other modules of
+`pitstop.cli`, one area each."""
 
 from __future__ import annotations
 
@@ -26,10 +27,10 @@ def worker(ctx: typer.Context) -> None:
     """Run a worker (same as `python worker.py`; options after `--`)."""
     import sys
 
-    import worker as worker_module
+    from pitstop import worker_app
 
     sys.argv = ["pitstop worker", *ctx.args]
-    typer.run(worker_module.main)
+    typer.run(worker_app.main)
 
 
 @app.command()
@@ -47,7 +48,7 @@ def demo(
     """Run the main job end to end on the embedded stack (what `make demo` runs)."""
     import asyncio
 
-    from pitstop.demo import run_demo
+    from pitstop.demo.run import run_demo
 
     raise typer.Exit(asyncio.run(run_demo(interactive=interactive, codec=codec)))
 
@@ -55,19 +56,19 @@ def demo(
 def _register_subcommands() -> None:
     # Imported here so that `pitstop --help` stays fast and one broken area does not
     # hide the others' commands.
-    from pitstop import cli_modules, cli_run, cli_runbook
+    from pitstop.cli import modules, run, runbook
 
-    cli_runbook.register(app)
-    cli_modules.register(app)
-    cli_run.register(app)
-    from pitstop import cli_codec, cli_dev, cli_keys, cli_schedules, cli_sim, cli_slack
+    runbook.register(app)
+    modules.register(app)
+    run.register(app)
+    from pitstop.cli import codec, dev, keys, schedules, sim, slack
 
-    app.add_typer(cli_dev.dev_app, name="dev")
-    app.add_typer(cli_codec.codec_app, name="codec")
-    app.add_typer(cli_keys.keys_app, name="keys")
-    app.add_typer(cli_sim.sim_app, name="sim")
-    app.add_typer(cli_slack.slack_app, name="slack")
-    app.add_typer(cli_schedules.schedules_app, name="schedules")
+    app.add_typer(dev.dev_app, name="dev")
+    app.add_typer(codec.codec_app, name="codec")
+    app.add_typer(keys.keys_app, name="keys")
+    app.add_typer(sim.sim_app, name="sim")
+    app.add_typer(slack.slack_app, name="slack")
+    app.add_typer(schedules.schedules_app, name="schedules")
 
 
 _register_subcommands()

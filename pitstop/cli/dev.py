@@ -216,5 +216,5 @@ def status(home: HomeOpt = None) -> None:
 
 
 if __name__ == "__main__":
-    # `python -m pitstop.cli_dev up` works even when another CLI area fails to import.
+    # `python -m pitstop.cli.dev up` works even when another CLI area fails to import.
     dev_app()

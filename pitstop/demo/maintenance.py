@@ -19,7 +19,7 @@ from ruamel.yaml import YAML
 from pitstop.contracts import HostResult, RunReport
 from pitstop_sim import SimCluster, SimConfig, load_scenario
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 RUNBOOK = REPO / "runbooks" / "gpu-node-maintenance.yaml"
 SCENARIO = REPO / "runbooks" / "scenarios" / "demo-maintenance.yaml"
 DEGRADED_NODE = "gpu-node-008"

@@ -7,11 +7,11 @@ from typing import Any
 
 import pytest
 
-from activities.inventory import helm_releases
+from activities.versions import helm_releases
 from pitstop.helm import HelmRelease, encode_release
-from pitstop.inventory.facts import FactsError, facts_by_node
 from pitstop.ssh import protocol
 from pitstop.ssh.facts import parse_containerd_version, parse_kubelet_version, parse_ofed_version
+from pitstop.versions.facts import FactsError, facts_by_node
 
 NODES = {"gpu-node-001", "gpu-node-002", "cp-001"}
 

@@ -1,5 +1,6 @@
-"""inventory.versions, the pure part: every §2 row with its five columns, mixed versions,
-absent components, targets and diffs, vendor support sources, skew (hand-built API objects)."""
+"""inventory.versions, the pure part: every row of docs/upgrade-process.md "Version inventory"
+with its five columns, mixed versions, absent components, targets and diffs, vendor support
+sources, skew (hand-built API objects)."""
 
 from __future__ import annotations
 
@@ -12,16 +13,16 @@ from ruamel.yaml import YAML
 
 from pitstop.compat.matrix import Matrix, load_matrices
 from pitstop.helm import HelmRelease
-from pitstop.inventory.collect import Inventory, collect, mixed, same_version
-from pitstop.inventory.components import (
+from pitstop.module_args.inventory import VersionsArgs
+from pitstop.versions.collect import Inventory, collect, mixed, same_version
+from pitstop.versions.components import (
     COMPONENT_KEYS,
     ROWS,
     ComponentTable,
     load_components,
     parse_components,
 )
-from pitstop.inventory.detect import ClusterView
-from pitstop.module_args.inventory import VersionsArgs
+from pitstop.versions.detect import ClusterView
 
 Obj = dict[str, Any]
 COMPAT = Path(__file__).resolve().parents[2] / "runbooks" / "compat"
@@ -467,7 +468,8 @@ def test_the_component_table_must_match_the_design_keys(tmp_path: Path) -> None:
     data = YAML(typ="safe", pure=True).load((COMPAT / "components.yaml").read_text())
     data["components"][COMPONENT_KEYS.index("csi")]["row"] = "GPU Operator and DCGM"
     with pytest.raises(
-        ValueError, match="component 'csi' is in row 'GPU Operator and DCGM'; the §2 row is 'CNI and CSI'"
+        ValueError,
+        match="component 'csi' is in row 'GPU Operator and DCGM'; its version inventory row is 'CNI and CSI'",
     ):
         parse_components(data)
     assert isinstance(table(), ComponentTable)

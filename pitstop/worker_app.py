@@ -1,0 +1,248 @@
+"""Build and run one pitstop worker: the library side of `python worker.py` and `pitstop worker`.
+
+Activities: pitstop's activities are mostly blocking I/O (the Kubernetes client, paramiko,
+boto3, etcdctl subprocesses), so plain `def` activities run on a thread pool sized to
+`max_concurrent_activities`; `async def` activities, if any, run on the event loop. On
+SIGTERM/SIGINT the worker stops polling, gives in-flight activities `--grace-seconds` to
+finish, then cancels them (sync activities see the cancellation on their next heartbeat).
+
+Policy: the worker runs under the worker policy (`PITSTOP_WORKER_POLICY`, see docs/policy.md),
+logs which one at start, and refuses to start when it is invalid. `--show-policy` prints the
+effective policy (defaults resolved, each rule with where it came from) and exits. Every
+activity runs inside a scope that scrubs the secrets it resolved from its error, result and
+log lines (`pitstop.policy.scrub`).
+
+Keys (`pitstop/keys.py`): a worker signs and checks the messages of its runs with the worker
+key and refuses to start without one; it checks signed votes with the vote key, and without
+one no vote is verified (gates with `require_verified` cannot pass). Both come from
+PITSTOP_WORKER_KEY[_FILE] and PITSTOP_VOTE_KEY[_FILE], or from the embedded stack's home
+(`.pitstop/keys/`, written by `pitstop dev up`) when those are not set.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import signal
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from datetime import timedelta
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from temporalio.client import Client
+from temporalio.contrib.opentelemetry import TracingInterceptor
+from temporalio.worker import Interceptor, Worker
+
+from pitstop.client import PitstopConnectionError, connect, encryption_summary, tracing_interceptor
+from pitstop.keys import KeyConfigError, KeyRing, load_key, require_key
+from pitstop.logs import configure_logging
+from pitstop.policy import PolicyError, WorkerPolicy, load_policy
+from pitstop.policy.scrub import ScrubSecretsInterceptor
+from pitstop.sandbox import workflow_runner
+from pitstop.settings import Settings
+from pitstop.telemetry import setup_tracing, shutdown_tracing
+
+# Two cores on the reference machines; activities mostly wait on the network, so a few
+# per core keeps the host busy without starving the workflow task threads.
+DEFAULT_MAX_CONCURRENT_ACTIVITIES = 16
+DEFAULT_GRACE_SECONDS = 30.0
+
+log = logging.getLogger("pitstop.worker")
+
+
+class EmptyRegistryError(ValueError):
+    """No workflow and no activity to serve: a worker would only fail inside Temporal."""
+
+
+class WorkerKeys:
+    """The keys a worker holds: the worker key (required) and the vote key (optional)."""
+
+    def __init__(self, worker: KeyRing, vote: KeyRing | None) -> None:
+        self.worker = worker
+        self.vote = vote
+
+    @classmethod
+    def load(cls, home: Path | None = None) -> WorkerKeys:
+        """From the environment, or the embedded stack's home; KeyConfigError says what to do."""
+        keys = cls(require_key("worker", home=home), load_key("vote", home=home))
+        if keys.vote is None:
+            log.warning(
+                "no vote key (PITSTOP_VOTE_KEY or PITSTOP_VOTE_KEY_FILE): no vote can be verified, "
+                "so gates with require_verified refuse every vote; give it the Slack bridge's vote key"
+            )
+        return keys
+
+
+def _client_has_tracing(client: Client) -> bool:
+    return any(isinstance(i, TracingInterceptor) for i in client.config().get("interceptors", []))
+
+
+def registered(
+    workflows: Sequence[type] | None = None,
+    activities: Sequence[Callable[..., Any]] | None = None,
+) -> tuple[list[type], list[Callable[..., Any]]]:
+    """The given workflows and activities, defaulting to the registries; never both empty."""
+    if workflows is None:
+        from workflows import WORKFLOWS
+
+        workflows = WORKFLOWS
+    if activities is None:
+        from activities import ACTIVITIES
+
+        activities = ACTIVITIES
+    if not workflows and not activities:
+        raise EmptyRegistryError(
+            "no workflows or activities are registered: add them to WORKFLOWS in workflows/__init__.py "
+            "and ACTIVITIES in activities/__init__.py"
+        )
+    return list(workflows), list(activities)
+
+
+def build_worker(
+    client: Client,
+    task_queue: str,
+    workflows: Sequence[type] | None = None,
+    activities: Sequence[Callable[..., Any]] | None = None,
+    *,
+    max_concurrent_activities: int = DEFAULT_MAX_CONCURRENT_ACTIVITIES,
+    grace_seconds: float = DEFAULT_GRACE_SECONDS,
+    keys: WorkerKeys | None = None,
+) -> Worker:
+    """A worker for `task_queue` serving the given (default: registered) workflows and activities,
+    and the local activities that sign and check its runs' messages with `keys` (default: read
+    from the environment, see `WorkerKeys.load`).
+
+    Raises EmptyRegistryError when there is nothing to serve, KeyConfigError without a worker key.
+    """
+    from activities.trust import TrustActivities
+
+    workflows, activities = registered(workflows, activities)
+    keys = keys or WorkerKeys.load()
+    activities = [*activities, *TrustActivities(keys.worker, keys.vote).activities()]
+    # A client made by pitstop.client.connect already carries the tracing interceptor, and
+    # Temporal applies client interceptors to the worker too; adding it twice doubles spans.
+    interceptors: list[Interceptor] = [] if _client_has_tracing(client) else [tracing_interceptor()]
+    # Innermost: secrets an activity resolved are scrubbed before anything else sees its outcome.
+    interceptors.append(ScrubSecretsInterceptor())
+    executor = ThreadPoolExecutor(
+        max_workers=max_concurrent_activities, thread_name_prefix=f"activity-{task_queue}"
+    )
+    return Worker(
+        client,
+        task_queue=task_queue,
+        workflows=workflows,
+        activities=activities,
+        activity_executor=executor,
+        max_concurrent_activities=max_concurrent_activities,
+        interceptors=interceptors,
+        graceful_shutdown_timeout=timedelta(seconds=grace_seconds),
+        workflow_runner=workflow_runner(),
+    )
+
+
+async def run_worker(
+    settings: Settings,
+    task_queue: str,
+    *,
+    max_concurrent_activities: int = DEFAULT_MAX_CONCURRENT_ACTIVITIES,
+    grace_seconds: float = DEFAULT_GRACE_SECONDS,
+) -> None:
+    """Connect, serve `task_queue` until SIGTERM/SIGINT, then shut down gracefully."""
+    registered()  # fail on empty registries before needing a server
+    policy = load_policy()  # PolicyError: refuse to start, before connecting
+    log_policy(policy)
+    keys = WorkerKeys.load(settings.home)  # and on a missing key
+    client = await connect(settings)
+    worker = build_worker(
+        client,
+        task_queue,
+        max_concurrent_activities=max_concurrent_activities,
+        grace_seconds=grace_seconds,
+        keys=keys,
+    )
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    log.info(
+        "worker serving task queue %r on %s (namespace %s)",
+        task_queue,
+        settings.temporal_address,
+        settings.temporal_namespace,
+    )
+    log.info("payload encryption: %s", encryption_summary(client.data_converter))
+    async with worker:
+        await stop.wait()
+        log.info("stopping: in-flight activities have %gs to finish", grace_seconds)
+    # Activities are done: close pooled SSH connections now rather than at interpreter exit.
+    from pitstop.ssh import close_all
+
+    close_all()
+    log.info("worker stopped")
+
+
+def log_policy(policy: WorkerPolicy) -> None:
+    from pitstop.policy.show import policy_summary
+
+    log.info("worker %s", policy_summary(policy))
+
+
+def show_policy() -> int:
+    """Print the effective policy; 0, or 2 with the one-line reason when it is invalid."""
+    from rich.console import Console
+
+    from pitstop.policy.show import policy_view
+
+    try:
+        policy = load_policy()
+    except PolicyError as exc:
+        typer.echo(f"pitstop worker: invalid worker policy: {exc}", err=True)
+        return 2
+    Console().print(policy_view(policy))
+    return 0
+
+
+def main(
+    task_queue: Annotated[
+        str | None, typer.Option(help="Task queue to serve (default: $PITSTOP_TASK_QUEUE or 'pitstop').")
+    ] = None,
+    max_concurrent_activities: Annotated[
+        int, typer.Option(min=1, help="Activities run at once (size of the thread pool).")
+    ] = DEFAULT_MAX_CONCURRENT_ACTIVITIES,
+    grace_seconds: Annotated[
+        float, typer.Option(min=0, help="On SIGTERM, how long in-flight activities may finish.")
+    ] = DEFAULT_GRACE_SECONDS,
+    log_level: Annotated[str, typer.Option(help="Logging level.")] = "INFO",
+    show_policy_: Annotated[
+        bool,
+        typer.Option(
+            "--show-policy",
+            help="Print the effective worker policy ($PITSTOP_WORKER_POLICY, defaults resolved) and exit.",
+        ),
+    ] = False,
+) -> None:
+    """Run a pitstop worker until SIGTERM or Ctrl-C."""
+    if show_policy_:
+        raise typer.Exit(code=show_policy())
+    configure_logging(log_level)
+    settings = Settings.from_env()
+    setup_tracing("pitstop-worker")
+    try:
+        asyncio.run(
+            run_worker(
+                settings,
+                task_queue or settings.task_queue,
+                max_concurrent_activities=max_concurrent_activities,
+                grace_seconds=grace_seconds,
+            )
+        )
+    except (EmptyRegistryError, PitstopConnectionError, KeyConfigError) as exc:
+        typer.echo(f"pitstop worker: {exc}", err=True)
+        raise typer.Exit(code=2) from None
+    except PolicyError as exc:
+        typer.echo(f"pitstop worker: invalid worker policy, not starting: {exc}", err=True)
+        raise typer.Exit(code=2) from None
+    finally:
+        shutdown_tracing()
