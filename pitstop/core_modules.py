@@ -9,7 +9,7 @@ from typing import Any
 
 from pydantic import ConfigDict, Field
 
-from pitstop.modules import ModuleArgs, ModuleSpec, register
+from pitstop.module_spec import ModuleArgs, ModuleSpec
 
 
 class DebugArgs(ModuleArgs):
@@ -39,20 +39,20 @@ class PauseArgs(ModuleArgs):
     prompt: str | None = Field(default=None, description="Shown while paused.")
 
 
-def _spec(name: str, model: type[ModuleArgs], summary: str, free_form: str | None = None) -> ModuleSpec:
-    return register(
-        ModuleSpec(
-            name=name,
-            args_model=model,
-            summary=summary,
-            supports_check_mode=True,
-            pure=True,
-            free_form_arg=free_form,
-        )
+def _spec(
+    name: str, model: type[ModuleArgs], summary: str, free_form: str | None = None
+) -> ModuleSpec[ModuleArgs]:
+    return ModuleSpec(
+        name=name,
+        args_model=model,
+        summary=summary,
+        supports_check_mode=True,
+        pure=True,
+        free_form_arg=free_form,
     )
 
 
-CORE_MODULES: dict[str, ModuleSpec] = {
+CORE_MODULES: dict[str, ModuleSpec[ModuleArgs]] = {
     s.name: s
     for s in (
         _spec("debug", DebugArgs, "Print a message or a variable.", free_form="msg"),
