@@ -5,7 +5,10 @@ from __future__ import annotations
 
 import ast
 import importlib
+import os
 import pkgutil
+import subprocess
+import sys
 from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
@@ -95,3 +98,27 @@ def test_the_specs_never_import_the_lookups() -> None:
             if "pitstop.modules" in names:
                 offenders.append(path.name)
     assert offenders == []
+
+
+def test_a_site_module_lists_its_specs_and_cannot_take_a_shipped_name(tmp_path: Path) -> None:
+    (tmp_path / "site_mods.py").write_text(
+        "from pitstop.module_spec import ModuleArgs, ModuleSpec\n"
+        "class NoArgs(ModuleArgs):\n"
+        "    pass\n"
+        "SPECS = [ModuleSpec(name='site.hello', args_model=NoArgs, summary='a site module')]\n"
+    )
+    code = (
+        "from pitstop.modules import get_module, module_names, register\n"
+        "from pitstop.module_spec import ModuleSpec\n"
+        "spec = get_module('site.hello')\n"
+        "assert spec is not None and 'site.hello' in module_names()\n"
+        "register(spec)  # the same spec again is no error\n"
+        "try:\n"
+        "    register(ModuleSpec(name='kube.drain', args_model=spec.args_model, summary='x'))\n"
+        "except ValueError as exc:\n"
+        "    print(exc)\n"
+    )
+    env = {**os.environ, "PITSTOP_MODULES": "site_mods", "PYTHONPATH": str(tmp_path)}
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "module 'kube.drain' registered twice"
