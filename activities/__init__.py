@@ -2,6 +2,9 @@
 
 `ACTIVITIES` is the registry `python worker.py` serves; add each activity function here.
 Plain `def` activities run on the worker's thread pool; `async def` ones on its event loop.
+A module's activity is bound to its spec with `@module_activity(SPEC)` (`@kube_module(SPEC)`
+for the Kubernetes ones); tests/unit/test_module_catalogue.py checks that every spec in
+`pitstop.module_catalog` has exactly one activity here and every module activity one spec.
 """
 
 from __future__ import annotations

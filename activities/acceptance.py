@@ -24,14 +24,14 @@ from typing import Any
 from botocore.exceptions import BotoCoreError, ClientError
 
 from activities import acceptance_jobs as jobs_probes
-from activities._args import parse_args
 from activities.acceptance_jobs import Jobs
 from activities.kube.client import ApiStatus, Kube, Obj, namespaced, pod_path, pods_path
-from activities.kube.common import Deadline, beat, fail, first_details, kube_for, kube_module, pause
+from activities.kube.common import Deadline, beat, first_details, kube_for, kube_module, pause
 from activities.storage import check_s3_access, s3_client
 from pitstop.acceptance.judge import Measurement, Policy, judge, not_measured
 from pitstop.acceptance.probes import select
 from pitstop.contracts import ModuleCall, ModuleResult
+from pitstop.errors import ErrorType, fail
 from pitstop.kube.annotations import GPU_RESOURCE, MANAGED_BY_LABEL
 from pitstop.kube.objects import (
     annotations_of,
@@ -45,7 +45,7 @@ from pitstop.kube.objects import (
     pod_phase,
     resource_count,
 )
-from pitstop.module_args.acceptance import AcceptanceArgs, Workload
+from pitstop.module_args.acceptance import ACCEPTANCE_CHECK, AcceptanceArgs, Workload
 
 # Not workload namespaces unless named: the platform's own components live here.
 SYSTEM_NAMESPACES = frozenset(
@@ -656,14 +656,13 @@ def _known_nodes(c: Cluster) -> None:
         for n in unknown
     ]
     fail(
-        "PreconditionFailed",
+        ErrorType.PRECONDITION_FAILED,
         f"acceptance.check: nodes not in cluster {c.kube.name}: {', '.join(hints)} (it has {_listed(names)})",
     )
 
 
-@kube_module("acceptance.check")
-def acceptance_check(call: ModuleCall) -> ModuleResult:
-    args = parse_args(AcceptanceArgs, call)
+@kube_module(ACCEPTANCE_CHECK)
+def acceptance_check(call: ModuleCall, args: AcceptanceArgs) -> ModuleResult:
     if args.object_storage is not None:  # refused up front, before any probe runs
         check_s3_access(args.object_storage, f"{call.module}: object_storage")
     specs = select(args.layers)

@@ -14,11 +14,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from activities.kube.client import Kube, job_path, jobs_path
-from activities.kube.common import Deadline, fail, pause
+from activities.kube.common import Deadline, pause
 from activities.kube.job import _delete, _logs, _outcome, _pod_of, job_body
 from pitstop.acceptance.bench import parse_metrics
 from pitstop.acceptance.judge import Measurement, not_measured
 from pitstop.contracts import ModuleCall
+from pitstop.errors import ErrorType, fail
 from pitstop.gpu.dcgm import DiagParseError, parse_dcgm_diag
 from pitstop.gpu.nccl import NcclParseError, parse_nccl
 from pitstop.kube.names import job_name
@@ -92,7 +93,10 @@ class Jobs:
             )
             current = self.kube.get_or_none(job_path(ns, job_id))
             if current is None:
-                fail("PreconditionFailed", f"Job {ns}/{job_id} was deleted while pitstop waited for it")
+                fail(
+                    ErrorType.PRECONDITION_FAILED,
+                    f"Job {ns}/{job_id} was deleted while pitstop waited for it",
+                )
             job = current
         log = _logs(self.kube, ns, _pod_of(self.kube, ns, job_id), spec.log_lines)
         _delete(self.kube, ns, job_id)

@@ -14,13 +14,16 @@ import tempfile
 from datetime import UTC, datetime
 from pathlib import Path
 
-from temporalio import activity
-from temporalio.exceptions import ApplicationError
-
-from activities._args import parse_args
+from activities.module_activity import module_activity
 from pitstop.baseline import Baseline, compare, merge
 from pitstop.contracts import ModuleCall, ModuleResult
-from pitstop.module_args.baseline import CompareArgs, RecordArgs
+from pitstop.errors import ErrorType, make_error
+from pitstop.module_args.baseline import (
+    COMPARE,
+    RECORD,
+    CompareArgs,
+    RecordArgs,
+)
 from pitstop.policy.files import Access, check_path
 
 _SAFE = re.compile(r"[^A-Za-z0-9._-]+")
@@ -56,9 +59,8 @@ def save(store: str | None, baseline: Baseline) -> Path:
     return path
 
 
-@activity.defn(name="module.baseline.record")
-def baseline_record(call: ModuleCall) -> ModuleResult:
-    args = parse_args(RecordArgs, call)
+@module_activity(RECORD)
+def baseline_record(call: ModuleCall, args: RecordArgs) -> ModuleResult:
     store = store_dir(args.store, call, "write")
     current = load(store, args.product, args.pool)
     updated = merge(current, args.metrics, datetime.now(UTC), call.run_id, args.units)
@@ -69,14 +71,13 @@ def baseline_record(call: ModuleCall) -> ModuleResult:
     return ModuleResult(changed=True, msg=f"recorded {figures} in {path}", data={"baseline": figures})
 
 
-@activity.defn(name="module.baseline.compare")
-def baseline_compare(call: ModuleCall) -> ModuleResult:
-    args = parse_args(CompareArgs, call)
+@module_activity(COMPARE)
+def baseline_compare(call: ModuleCall, args: CompareArgs) -> ModuleResult:
     baseline = load(store_dir(args.store, call), args.product, args.pool)
     try:
         deviations = compare(baseline, args.metrics, args.thresholds)
     except KeyError as exc:
-        raise ApplicationError(str(exc.args[0]), type="PreconditionFailed", non_retryable=True) from None
+        raise make_error(ErrorType.PRECONDITION_FAILED, str(exc.args[0])) from None
     data = {"deviations": [d.model_dump() for d in deviations]}
     bad = [d for d in deviations if not d.ok]
     if bad:

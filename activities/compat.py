@@ -12,18 +12,14 @@ from typing import Any
 
 from pydantic import ValidationError
 from temporalio import activity
-from temporalio.exceptions import ApplicationError
 
-from activities._args import parse_args
+from activities.module_activity import module_activity
 from pitstop.compat.check import SkewFacts, evaluate, summary
 from pitstop.compat.matrix import MatrixError, compat_dir, load_matrices, load_skew_policy
 from pitstop.contracts import ModuleCall, ModuleResult
-from pitstop.module_args.compat import CompatCheckArgs
+from pitstop.errors import ErrorType, fail, make_error
+from pitstop.module_args.compat import COMPAT_CHECK, CompatCheckArgs
 from pitstop.runbook.errors import suggest
-
-
-def _invalid(call: ModuleCall, message: str) -> ApplicationError:
-    return ApplicationError(f"{call.module}: {message}", type="InvalidArgs", non_retryable=True)
 
 
 def _texts(value: Any) -> dict[str, str]:
@@ -41,46 +37,46 @@ def _inputs(
             args.inventory.get("data", args.inventory) if "current" not in args.inventory else args.inventory
         )
         if not isinstance(inventory.get("current"), Mapping):
-            raise _invalid(
-                call,
-                "inventory: expected the registered result of inventory.versions (with current, target "
-                f"and skew), got keys {', '.join(sorted(map(str, inventory))) or 'none'}",
+            fail(
+                ErrorType.INVALID_ARGS,
+                f"{call.module}: inventory: expected the registered result of inventory.versions (with "
+                f"current, target and skew), got keys {', '.join(sorted(map(str, inventory))) or 'none'}",
             )
         current = {**_texts(inventory["current"]), **current}
         target = {**_texts(inventory.get("target")), **target}
         if skew is None and isinstance(inventory.get("skew"), Mapping):
             skew = dict(inventory["skew"])
     if not current:
-        raise _invalid(
-            call, "give the versions now as `current` (or the inventory.versions result as `inventory`)"
+        fail(
+            ErrorType.INVALID_ARGS,
+            f"{call.module}: give the versions now as `current` "
+            "(or the inventory.versions result as `inventory`)",
         )
     try:
         facts = SkewFacts.model_validate(skew) if skew is not None else None
     except ValidationError as exc:
         problems = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors())
-        raise _invalid(call, f"skew: {problems}") from None
+        raise make_error(ErrorType.INVALID_ARGS, f"{call.module}: skew: {problems}") from None
     return current, target, facts
 
 
-@activity.defn(name="module.compat.check")
-def compat_check(call: ModuleCall) -> ModuleResult:
-    args = parse_args(CompatCheckArgs, call)
+@module_activity(COMPAT_CHECK)
+def compat_check(call: ModuleCall, args: CompatCheckArgs) -> ModuleResult:
     current, target, skew = _inputs(call, args)
     root = compat_dir()
     try:
         policy = load_skew_policy(root)
         matrices = load_matrices(root)
     except MatrixError as exc:
-        raise ApplicationError(
-            f"{call.module}: {exc}", type="PreconditionFailed", non_retryable=True
-        ) from None
+        raise make_error(ErrorType.PRECONDITION_FAILED, f"{call.module}: {exc}") from None
     for name in args.matrices:
         if name not in matrices:
             near = suggest(name, matrices)
             hint = f" (did you mean '{near}'?)" if near else ""
-            raise _invalid(
-                call,
-                f"matrices: no vendor matrix for '{name}'{hint}; available: {', '.join(sorted(matrices))}",
+            fail(
+                ErrorType.INVALID_ARGS,
+                f"{call.module}: matrices: no vendor matrix for '{name}'{hint}; "
+                f"available: {', '.join(sorted(matrices))}",
             )
     verdict = evaluate(
         current=current,

@@ -44,12 +44,17 @@ from typing import Any, TypeVar
 
 import httpx
 from temporalio import activity
-from temporalio.exceptions import ApplicationError
 
-from activities._args import parse_args
+from activities.module_activity import module_activity
 from pitstop.contracts import ModuleCall, ModuleResult
 from pitstop.devstack import etcd_tool, free_port, process_alive
+from pitstop.errors import ErrorType, fail, make_error
 from pitstop.module_args.etcd import (
+    RESTORE,
+    SCRATCH_MEMBER,
+    SNAPSHOT_SAVE,
+    SNAPSHOT_STATUS,
+    VERIFY,
     EtcdClientArgs,
     RestoreArgs,
     ScratchMemberArgs,
@@ -58,7 +63,7 @@ from pitstop.module_args.etcd import (
     VerifyArgs,
     _ScratchArgs,
 )
-from pitstop.modules import ModuleArgs, SecretRef
+from pitstop.module_spec import ModuleArgs, SecretRef
 from pitstop.policy.errors import policy_violation
 from pitstop.policy.etcd import check_etcd
 from pitstop.policy.files import AllowedPath, make_dirs, readable, writable
@@ -74,10 +79,6 @@ _STOP_GRACE_S = 10.0
 
 
 # ------------------------------------------------------------------ shared helpers
-
-
-def _precondition(message: str) -> ApplicationError:
-    return ApplicationError(message, type="PreconditionFailed", non_retryable=True)
 
 
 def _beat(detail: str | None = None) -> None:
@@ -113,8 +114,8 @@ def run_tool(argv: list[str], timeout: float = _COMMAND_TIMEOUT_S) -> subprocess
             if time.monotonic() >= deadline:
                 proc.kill()
                 proc.communicate()
-                raise ApplicationError(
-                    f"{Path(argv[0]).name} {argv[1]} did not finish within {timeout:g}s", type="Timeout"
+                raise make_error(
+                    ErrorType.TIMEOUT, f"{Path(argv[0]).name} {argv[1]} did not finish within {timeout:g}s"
                 ) from None
             _beat(f"{Path(argv[0]).name} running")
 
@@ -148,7 +149,7 @@ def tls_flags(args: EtcdClientArgs, call: ModuleCall) -> Iterator[list[str]]:
             try:
                 value = resolve_secret(ref, "etcd_tls", what=f"{call.module}: {flag}", endpoints=endpoints)
             except SecretNotFound as exc:
-                raise _precondition(f"etcd TLS {flag}: {exc}") from None
+                raise make_error(ErrorType.PRECONDITION_FAILED, f"etcd TLS {flag}: {exc}") from None
             path = Path(tmp) / flag
             fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
             with os.fdopen(fd, "w") as handle:
@@ -181,17 +182,17 @@ def _etcdctl_json(args: EtcdClientArgs, endpoint: str, *command: str, tls: list[
     done = etcdctl(args, endpoint, *command, "-w", "json", tls=tls)
     if done.returncode != 0:
         # An unreachable or failing endpoint is transient from here: Temporal retries.
-        raise ApplicationError(
+        fail(
+            ErrorType.ETCD_UNAVAILABLE,
             f"etcdctl {' '.join(command)} against {endpoint} failed (rc {done.returncode}): "
             f"{_tail(done.stderr or done.stdout, 3)}",
-            type="EtcdUnavailable",
         )
     try:
         parsed: dict[str, Any] = json.loads(done.stdout)
     except json.JSONDecodeError:
-        raise ApplicationError(
+        raise make_error(
+            ErrorType.ETCD_UNAVAILABLE,
             f"etcdctl {' '.join(command)} printed something that is not JSON: {done.stdout[:200]!r}",
-            type="EtcdUnavailable",
         ) from None
     return parsed
 
@@ -305,9 +306,8 @@ def _snapshot_dest(args: SnapshotSaveArgs, call: ModuleCall) -> AllowedPath:
     return allowed
 
 
-@activity.defn(name="module.etcd.snapshot_save")
-def etcd_snapshot_save(call: ModuleCall) -> ModuleResult:
-    args = parse_args(SnapshotSaveArgs, call)
+@module_activity(SNAPSHOT_SAVE)
+def etcd_snapshot_save(call: ModuleCall, args: SnapshotSaveArgs) -> ModuleResult:
     allowed = _snapshot_dest(args, call)
     dest = allowed.path
     with tls_flags(args, call) as tls:
@@ -340,10 +340,10 @@ def etcd_snapshot_save(call: ModuleCall) -> ModuleResult:
         if done.returncode != 0:
             partial.unlink(missing_ok=True)
             dest.unlink(missing_ok=True)
-            raise ApplicationError(
+            fail(
+                ErrorType.ETCD_UNAVAILABLE,
                 f"etcdctl snapshot save from {endpoint} failed (rc {done.returncode}): "
                 f"{_tail(done.stderr, 3)}",
-                type="EtcdUnavailable",
             )
         # The snapshot holds every Secret of the cluster: owner-only, always.
         os.chmod(dest, 0o600)
@@ -388,15 +388,14 @@ def _first_answering(args: EtcdClientArgs, tls: list[str]) -> str:
         if done.returncode == 0:
             return endpoint
         problems.append(f"{endpoint}: {_tail(done.stderr, 1)}")
-    raise ApplicationError("no etcd endpoint answered: " + "; ".join(problems), type="EtcdUnavailable")
+    fail(ErrorType.ETCD_UNAVAILABLE, "no etcd endpoint answered: " + "; ".join(problems))
 
 
 # ------------------------------------------------------------------ etcd.snapshot_status
 
 
-@activity.defn(name="module.etcd.snapshot_status")
-def etcd_snapshot_status(call: ModuleCall) -> ModuleResult:
-    args = parse_args(SnapshotStatusArgs, call)
+@module_activity(SNAPSHOT_STATUS)
+def etcd_snapshot_status(call: ModuleCall, args: SnapshotStatusArgs) -> ModuleResult:
     path = readable(args.path, run_id=call.run_id, what=f"{call.module}: path", relative_to="work").path
     if not path.is_file():
         if call.check_mode:
@@ -406,11 +405,11 @@ def etcd_snapshot_status(call: ModuleCall) -> ModuleResult:
                 msg=f"{path} does not exist (not created in check mode)",
                 data={"path": str(path), **dict.fromkeys(unknown)},
             )
-        raise _precondition(f"snapshot file {path} does not exist")
+        fail(ErrorType.PRECONDITION_FAILED, f"snapshot file {path} does not exist")
     try:
         status = snapshot_status(path)
     except SnapshotCorrupt as exc:
-        raise ApplicationError(str(exc), type="SnapshotCorrupt", non_retryable=True) from None
+        raise make_error(ErrorType.SNAPSHOT_CORRUPT, str(exc), non_retryable=True) from None
     return ModuleResult(
         msg=(
             f"revision {status['revision']}, hash {status['hash_hex']}, {status['total_keys']} bolt entries, "
@@ -431,17 +430,16 @@ def guard_scratch(args: _ScratchArgs, call: ModuleCall) -> AllowedPath:
     )
     scratch = allowed.path
     if scratch == Path("/"):
-        raise ApplicationError("scratch_dir must not be /", type="PolicyViolation", non_retryable=True)
+        fail(ErrorType.POLICY_VIOLATION, "scratch_dir must not be /")
     for live_dir in args.live_data_dirs:
         live = Path(live_dir).resolve()
         if scratch == live or live in scratch.parents or scratch in live.parents:
             where = "is" if scratch == live else ("is inside" if live in scratch.parents else "contains")
-            raise ApplicationError(
+            fail(
+                ErrorType.POLICY_VIOLATION,
                 f"refusing to use {scratch} as a scratch directory: it {where} the live etcd data "
                 f"directory {live}. A drill must never touch a live member's data; choose a directory "
                 "elsewhere (e.g. a relative path, under the run's work directory)",
-                type="PolicyViolation",
-                non_retryable=True,
             )
     return allowed
 
@@ -456,13 +454,14 @@ def _claim_scratch(allowed: AllowedPath, run_id: str, snapshot: Path) -> None:
     scratch = allowed.path
     if scratch.exists():
         if not scratch.is_dir():
-            raise _precondition(f"scratch_dir {scratch} exists and is not a directory")
+            fail(ErrorType.PRECONDITION_FAILED, f"scratch_dir {scratch} exists and is not a directory")
         expected = {snapshot.resolve(), snapshot.resolve().with_name(snapshot.name + ".part")}
         others = [p for p in scratch.iterdir() if p.resolve() not in expected]
         if not (scratch / SCRATCH_MARKER).exists() and others:
-            raise _precondition(
+            fail(
+                ErrorType.PRECONDITION_FAILED,
                 f"scratch_dir {scratch} already holds {others[0].name} and was not made by pitstop; "
-                "choose a new or empty directory"
+                "choose a new or empty directory",
             )
     make_dirs(allowed)
     marker = scratch / SCRATCH_MARKER
@@ -486,9 +485,8 @@ def _snapshot_identity(path: Path) -> dict[str, Any]:
     return {"snapshot": str(path), "snapshot_size": stat.st_size, "snapshot_mtime_ns": stat.st_mtime_ns}
 
 
-@activity.defn(name="module.etcd.restore")
-def etcd_restore(call: ModuleCall) -> ModuleResult:
-    args = parse_args(RestoreArgs, call)
+@module_activity(RESTORE)
+def etcd_restore(call: ModuleCall, args: RestoreArgs) -> ModuleResult:
     allowed_scratch = guard_scratch(args, call)
     scratch = allowed_scratch.path
     snapshot = readable(
@@ -498,7 +496,7 @@ def etcd_restore(call: ModuleCall) -> ModuleResult:
     if not snapshot.is_file():
         if call.check_mode:
             return ModuleResult(skipped=True, msg=f"{snapshot} does not exist (not downloaded in check mode)")
-        raise _precondition(f"snapshot file {snapshot} does not exist")
+        fail(ErrorType.PRECONDITION_FAILED, f"snapshot file {snapshot} does not exist")
     token = args.cluster_token or f"pitstop-drill-{hashlib.sha256(call.run_id.encode()).hexdigest()[:12]}"
     identity = _snapshot_identity(snapshot)
     record = _read_json(scratch / RESTORE_RECORD)
@@ -535,8 +533,11 @@ def etcd_restore(call: ModuleCall) -> ModuleResult:
         shutil.rmtree(partial, ignore_errors=True)
         corrupt = _corrupt_message(snapshot, done.stderr)
         if corrupt is not None:
-            raise ApplicationError(corrupt, type="SnapshotCorrupt", non_retryable=True)
-        raise _precondition(f"etcdutl snapshot restore {snapshot} failed: {_tail(done.stderr, 3)}")
+            fail(ErrorType.SNAPSHOT_CORRUPT, corrupt, non_retryable=True)
+        fail(
+            ErrorType.PRECONDITION_FAILED,
+            f"etcdutl snapshot restore {snapshot} failed: {_tail(done.stderr, 3)}",
+        )
     partial.rename(data_dir)
     finished = _now()
     record = {
@@ -640,20 +641,19 @@ def _spawn_member(scratch: Path, data_dir: Path, name: str, timeout: float) -> d
         log_tail = _tail(log_path.read_text(errors="replace"), 5)
         if proc.poll() is None:
             _stop_pid(proc.pid, data_dir)
-            raise ApplicationError(
+            fail(
+                ErrorType.SCRATCH_MEMBER_NOT_READY,
                 f"scratch etcd on {client} was not healthy within {timeout:g}s; last log lines:\n{log_tail}",
-                type="ScratchMemberNotReady",
             )
         _CHILDREN.pop(proc.pid, None)
         last_problem = f"scratch etcd exited with code {proc.returncode}; last log lines:\n{log_tail}"
         if "address already in use" not in log_tail:
             break
-    raise _precondition(last_problem)
+    fail(ErrorType.PRECONDITION_FAILED, last_problem)
 
 
-@activity.defn(name="module.etcd.scratch_member")
-def etcd_scratch_member(call: ModuleCall) -> ModuleResult:
-    args = parse_args(ScratchMemberArgs, call)
+@module_activity(SCRATCH_MEMBER)
+def etcd_scratch_member(call: ModuleCall, args: ScratchMemberArgs) -> ModuleResult:
     scratch = guard_scratch(args, call).path
     data_dir = scratch / "data"
     record = _read_json(scratch / MEMBER_RECORD)
@@ -664,7 +664,7 @@ def etcd_scratch_member(call: ModuleCall) -> ModuleResult:
     if not (data_dir / "member").is_dir():
         if call.check_mode:
             return ModuleResult(skipped=True, msg=f"nothing restored in {data_dir} (check mode)")
-        raise _precondition(f"nothing restored in {data_dir}; run etcd.restore first")
+        fail(ErrorType.PRECONDITION_FAILED, f"nothing restored in {data_dir}; run etcd.restore first")
     if call.check_mode:
         return ModuleResult(changed=True, msg=f"would start etcd on {data_dir} on free loopback ports")
     if record is not None:  # a member from an earlier attempt that is no longer healthy
@@ -682,9 +682,10 @@ def _stop_member(scratch: Path, data_dir: Path, record: dict[str, Any] | None, c
     running = pid is not None and _is_our_member(pid, data_dir)
     exists = scratch.exists()
     if exists and not (scratch / SCRATCH_MARKER).exists() and any(scratch.iterdir()):
-        raise _precondition(
+        fail(
+            ErrorType.PRECONDITION_FAILED,
             f"{scratch} was not made by pitstop (no {SCRATCH_MARKER} marker) and is not empty; "
-            "not removing it"
+            "not removing it",
         )
     if check:
         what = [f"stop pid {pid}"] if running else []
@@ -734,9 +735,8 @@ def _sample_reads(
     return checks
 
 
-@activity.defn(name="module.etcd.verify")
-def etcd_verify(call: ModuleCall) -> ModuleResult:
-    args = parse_args(VerifyArgs, call)
+@module_activity(VERIFY)
+def etcd_verify(call: ModuleCall, args: VerifyArgs) -> ModuleResult:
     endpoint = args.endpoints[0]
     with tls_flags(args, call) as tls:
         status_run = etcdctl(

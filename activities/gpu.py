@@ -10,18 +10,26 @@ from __future__ import annotations
 
 from typing import Any
 
-from temporalio import activity
-
-from activities._args import parse_args
 from activities.baseline import load as load_baseline
 from activities.baseline import store_dir
 from activities.kube.job import run_job
+from activities.module_activity import module_activity
 from pitstop.baseline import Threshold, compare
 from pitstop.contracts import ModuleCall, ModuleResult
 from pitstop.gpu.cuda import CudaParseError, parse_device_query, parse_p2p
 from pitstop.gpu.dcgm import DiagParseError, parse_dcgm_diag
 from pitstop.gpu.nccl import NcclParseError, parse_nccl
-from pitstop.module_args.gpu import CudaCheckArgs, DcgmDiagArgs, NcclTestArgs, P2PCheckArgs, ValidationJob
+from pitstop.module_args.gpu import (
+    CUDA_CHECK,
+    DCGM_DIAG,
+    NCCL_TEST,
+    P2P_CHECK,
+    CudaCheckArgs,
+    DcgmDiagArgs,
+    NcclTestArgs,
+    P2PCheckArgs,
+    ValidationJob,
+)
 
 GPU_COUNT_LABEL = "nvidia.com/gpu.count"
 
@@ -57,9 +65,8 @@ def _checked(call: ModuleCall, what: str) -> ModuleResult | None:
     return None
 
 
-@activity.defn(name="module.gpu.dcgm_diag")
-def dcgm_diag(call: ModuleCall) -> ModuleResult:
-    args = parse_args(DcgmDiagArgs, call)
+@module_activity(DCGM_DIAG)
+def dcgm_diag(call: ModuleCall, args: DcgmDiagArgs) -> ModuleResult:
     if (skipped := _checked(call, f"dcgmi diag -r {args.level}")) is not None:
         return skipped
     job = _job(call, args, "dcgm", args.image, ["dcgmi", "diag", "-r", str(args.level), "-j"])
@@ -76,9 +83,8 @@ def dcgm_diag(call: ModuleCall) -> ModuleResult:
     return ModuleResult(msg=f"level {args.level}: {report.summary()}", data=data)
 
 
-@activity.defn(name="module.gpu.nccl_test")
-def nccl_test(call: ModuleCall) -> ModuleResult:
-    args = parse_args(NcclTestArgs, call)
+@module_activity(NCCL_TEST)
+def nccl_test(call: ModuleCall, args: NcclTestArgs) -> ModuleResult:
     store = store_dir(args.baseline_store, call)  # the worker policy first, before any Job
     if (skipped := _checked(call, args.binary)) is not None:
         return skipped
@@ -125,9 +131,8 @@ def nccl_test(call: ModuleCall) -> ModuleResult:
     return ModuleResult(msg=f"{args.binary}: avg bus bandwidth {busbw:g} GB/s", data=data)
 
 
-@activity.defn(name="module.gpu.cuda_check")
-def cuda_check(call: ModuleCall) -> ModuleResult:
-    args = parse_args(CudaCheckArgs, call)
+@module_activity(CUDA_CHECK)
+def cuda_check(call: ModuleCall, args: CudaCheckArgs) -> ModuleResult:
     if (skipped := _checked(call, "deviceQuery")) is not None:
         return skipped
     job = _job(call, args, "cuda", args.image, ["/cuda-samples/deviceQuery"])
@@ -151,9 +156,8 @@ def cuda_check(call: ModuleCall) -> ModuleResult:
     return ModuleResult(msg=f"deviceQuery: {query.device_count} GPUs, Result = PASS", data=data)
 
 
-@activity.defn(name="module.gpu.p2p_check")
-def p2p_check(call: ModuleCall) -> ModuleResult:
-    args = parse_args(P2PCheckArgs, call)
+@module_activity(P2P_CHECK)
+def p2p_check(call: ModuleCall, args: P2PCheckArgs) -> ModuleResult:
     if (skipped := _checked(call, "p2pBandwidthLatencyTest")) is not None:
         return skipped
     job = _job(call, args, "p2p", args.image, ["/cuda-samples/p2pBandwidthLatencyTest"])

@@ -24,11 +24,11 @@ from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
 from slack_sdk.web.async_slack_response import AsyncSlackResponse
 from temporalio import activity
-from temporalio.exceptions import ApplicationError
 
-from activities._args import parse_args
+from activities.module_activity import module_activity
 from pitstop.contracts import ModuleCall, ModuleResult
-from pitstop.module_args.notify import RUN_THREAD, SlackArgs
+from pitstop.errors import ErrorType, fail, make_error
+from pitstop.module_args.notify import RUN_THREAD, SLACK, SlackArgs
 from pitstop.slack.blocks import escalation_reply, gate_message, plain, run_event_blocks
 from pitstop.slack.config import SlackConfigError, SlackSettings
 from pitstop.slack.contracts import GateNotice, MessageRef, RunNotice, SlackRunState
@@ -71,14 +71,14 @@ def _settings() -> SlackSettings:
     try:
         return SlackSettings.from_env()
     except SlackConfigError as exc:
-        raise ApplicationError(str(exc), type="InvalidArgs", non_retryable=True) from None
+        raise make_error(ErrorType.INVALID_ARGS, str(exc)) from None
 
 
 def _client(settings: SlackSettings) -> AsyncWebClient:
     try:
         token = settings.token()
     except SlackConfigError as exc:
-        raise ApplicationError(str(exc), type="InvalidArgs", non_retryable=True) from None
+        raise make_error(ErrorType.INVALID_ARGS, str(exc)) from None
     return AsyncWebClient(token=token, base_url=settings.api_url, timeout=10)
 
 
@@ -90,16 +90,14 @@ async def _call(method: str, request: Awaitable[AsyncSlackResponse]) -> AsyncSla
         error = str(exc.response.get("error") or f"HTTP {exc.response.status_code}")
         message = f"Slack {method} failed: {error}"
         if error in _UNAUTHORIZED:
-            raise ApplicationError(
-                f"{message} (check SLACK_BOT_TOKEN and the app's scopes)",
-                type="Unauthorized",
-                non_retryable=True,
+            raise make_error(
+                ErrorType.UNAUTHORIZED, f"{message} (check SLACK_BOT_TOKEN and the app's scopes)"
             ) from None
         if error in _INVALID:
-            raise ApplicationError(message, type="InvalidArgs", non_retryable=True) from None
+            raise make_error(ErrorType.INVALID_ARGS, message) from None
         retry_after = exc.response.headers.get("Retry-After") or exc.response.headers.get("retry-after")
         delay = timedelta(seconds=float(retry_after)) if retry_after and str(retry_after).isdigit() else None
-        raise ApplicationError(message, type="SlackUnavailable", next_retry_delay=delay) from None
+        raise make_error(ErrorType.SLACK_UNAVAILABLE, message, next_retry_delay=delay) from None
 
 
 def _mention(settings: SlackSettings) -> Any:
@@ -162,9 +160,7 @@ async def gate_closed(notice: GateNotice) -> None:
 
 async def _update(client: AsyncWebClient, settings: SlackSettings, notice: GateNotice, mention: Any) -> None:
     if notice.message is None:
-        raise ApplicationError(
-            "the gate has no Slack message to update", type="InvalidArgs", non_retryable=True
-        )
+        fail(ErrorType.INVALID_ARGS, "the gate has no Slack message to update")
     text, blocks = gate_message(
         notice, ui_url=settings.ui_url, namespace=activity.info().namespace, mention=mention
     )
@@ -206,9 +202,8 @@ async def _run_thread(run_id: str) -> SlackRunState:
         return SlackRunState()
 
 
-@activity.defn(name="module.notify.slack")
-async def notify_slack(call: ModuleCall) -> ModuleResult:
-    args = parse_args(SlackArgs, call)
+@module_activity(SLACK)
+async def notify_slack(call: ModuleCall, args: SlackArgs) -> ModuleResult:
     settings = _settings()
     run = (
         await _run_thread(call.run_id)
@@ -227,10 +222,9 @@ async def notify_slack(call: ModuleCall) -> ModuleResult:
         thread_ts = args.thread
     channel = channel or run.channel or settings.default_channel
     if channel is None:
-        raise ApplicationError(
+        fail(
+            ErrorType.INVALID_ARGS,
             "notify.slack needs a channel: set `channel:` on the task or SLACK_DEFAULT_CHANNEL on the worker",
-            type="InvalidArgs",
-            non_retryable=True,
         )
     where = f"{channel}" + (" (in a thread)" if thread_ts else "")
     if call.check_mode:

@@ -7,11 +7,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from activities._args import parse_args
 from activities.kube.client import node_path, pods_path
 from activities.kube.common import kube_for, kube_module
 from pitstop.contracts import ModuleCall, ModuleResult
-from pitstop.module_args.observe import ObserveArgs
+from pitstop.module_args.observe import OBSERVE, ObserveArgs
 
 
 def _ready(node: dict[str, Any]) -> bool:
@@ -26,9 +25,8 @@ def _restarts(pod: dict[str, Any]) -> int:
     return sum(int(s.get("restartCount") or 0) for s in statuses)
 
 
-@kube_module("kube.observe")
-def observe(call: ModuleCall) -> ModuleResult:
-    args = parse_args(ObserveArgs, call)
+@kube_module(OBSERVE)
+def observe(call: ModuleCall, args: ObserveArgs) -> ModuleResult:
     kube = kube_for(call)
     nodes = args.nodes or [str(call.host_vars.get("node_name") or call.host)]
     problems: list[str] = []

@@ -18,11 +18,11 @@ from pathlib import Path, PurePosixPath
 from typing import Any
 
 from temporalio import activity
-from temporalio.exceptions import ApplicationError
 
 from activities.kube.inventory import ClusterUnreachable, resolve_dynamic_groups
 from pitstop.approvals import GateRule
 from pitstop.contracts import ModuleExec, Plan, PlanHashes, PlannedStage, RetryExec, RunRequest
+from pitstop.errors import ErrorType, make_error
 from pitstop.modules import get_module
 from pitstop.policy.errors import policy_violation
 from pitstop.policy.load import current_policy
@@ -82,9 +82,9 @@ async def load_plan(request: RunRequest) -> Plan:
         # In a thread: dynamic inventory groups list the cluster's nodes with a blocking client.
         plan = await asyncio.to_thread(build_plan, request, queue)
     except ClusterUnreachable as exc:
-        raise ApplicationError(str(exc), type="PreconditionFailed", non_retryable=True) from None
+        raise make_error(ErrorType.PRECONDITION_FAILED, str(exc)) from None
     except (RunbookError, PatternError, TemplateError, ValueError) as exc:
-        raise ApplicationError(str(exc), type="InvalidArgs", non_retryable=True) from None
+        raise make_error(ErrorType.INVALID_ARGS, str(exc)) from None
     # Read here, once, so that the run's Slack channel is in history, not in a replay's env.
     return plan.model_copy(update={"slack_channel": run_default_channel()})
 

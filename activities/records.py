@@ -24,13 +24,17 @@ from datetime import UTC, datetime
 from typing import Any, Literal
 
 from pydantic import BaseModel, Field
-from temporalio import activity
-from temporalio.exceptions import ApplicationError
 
-from activities._args import parse_args
+from activities.module_activity import module_activity
 from activities.storage import check_s3_access, ensure_bucket, s3_client, s3_errors, uri
 from pitstop.contracts import ModuleCall, ModuleResult
-from pitstop.module_args.records import ChangeRecordArgs, DrillReportArgs
+from pitstop.errors import ErrorType, make_error
+from pitstop.module_args.records import (
+    CHANGE_RECORD,
+    DRILL_REPORT,
+    ChangeRecordArgs,
+    DrillReportArgs,
+)
 from pitstop.records.change_record import RecordInputs, build_change_record, sanitize
 from pitstop.records.change_record import render_markdown as render_change_record
 from pitstop.retention import cluster_prefix, compact_time, snapshot_time
@@ -268,14 +272,13 @@ def report_keys(args: DrillReportArgs, report: DrillReport) -> tuple[str, str]:
     return f"{base}.drill-{stamp}.json", f"{base}.drill-{stamp}.md"
 
 
-@activity.defn(name="module.records.drill_report")
-def records_drill_report(call: ModuleCall) -> ModuleResult:
-    args = parse_args(DrillReportArgs, call)
+@module_activity(DRILL_REPORT)
+def records_drill_report(call: ModuleCall, args: DrillReportArgs) -> ModuleResult:
     try:
         report = build_drill_report(args, call.run_id, datetime.now(UTC))
         json_key, md_key = report_keys(args, report)
     except ValueError as exc:
-        raise ApplicationError(str(exc), type="InvalidArgs", non_retryable=True) from None
+        raise make_error(ErrorType.INVALID_ARGS, str(exc)) from None
     document = report.model_dump(mode="json")
     markdown = render_markdown(report)
     data: dict[str, Any] = {
@@ -329,9 +332,8 @@ def _unchanged(client: Any, bucket: str, key: str, body: bytes) -> bool:
     return bool(existing == body)
 
 
-@activity.defn(name="module.records.change_record")
-def records_change_record(call: ModuleCall) -> ModuleResult:
-    args = parse_args(ChangeRecordArgs, call)
+@module_activity(CHANGE_RECORD)
+def records_change_record(call: ModuleCall, args: ChangeRecordArgs) -> ModuleResult:
     # The record's inputs are the arguments by the same names (less the S3 settings), with the
     # run's id made sure of.
     fields = args.model_dump(include=set(RecordInputs.model_fields) - {"run"})

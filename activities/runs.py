@@ -11,39 +11,44 @@ from typing import Any
 
 from temporalio import activity
 from temporalio.client import WorkflowExecutionStatus
-from temporalio.exceptions import ApplicationError
 from temporalio.service import RPCError, RPCStatusCode
 
-from activities._args import parse_args
+from activities.module_activity import module_activity
 from pitstop.contracts import ModuleCall, ModuleResult, RunReport
-from pitstop.module_args.runs import RequireRunArgs
+from pitstop.errors import ErrorType, fail, make_error
+from pitstop.module_args.runs import REQUIRE_RUN, RequireRunArgs
 from pitstop.runbook.durations import parse_duration
 
 
-def _refuse(message: str, kind: str = "PreconditionFailed") -> ApplicationError:
-    return ApplicationError(message, type=kind, non_retryable=True)
-
-
-@activity.defn(name="module.runs.require")
-async def runs_require(call: ModuleCall) -> ModuleResult:
-    args = parse_args(RequireRunArgs, call)
+@module_activity(REQUIRE_RUN)
+async def runs_require(call: ModuleCall, args: RequireRunArgs) -> ModuleResult:
     client = activity.client()
     handle = client.get_workflow_handle(args.run_id, result_type=RunReport)
     try:
         described = await handle.describe()
     except RPCError as exc:
         if exc.status == RPCStatusCode.NOT_FOUND:
-            raise _refuse(
-                f"runs.require: there is no run {args.run_id!r} in namespace {client.namespace}"
+            raise make_error(
+                ErrorType.PRECONDITION_FAILED,
+                f"runs.require: there is no run {args.run_id!r} in namespace {client.namespace}",
             ) from None
         raise
     if described.workflow_type != "RunbookWorkflow":
-        raise _refuse(f"runs.require: {args.run_id!r} is a {described.workflow_type}, not a pitstop run")
+        fail(
+            ErrorType.PRECONDITION_FAILED,
+            f"runs.require: {args.run_id!r} is a {described.workflow_type}, not a pitstop run",
+        )
     if described.status == WorkflowExecutionStatus.RUNNING:
-        raise _refuse(f"runs.require: run {args.run_id} is still running; wait for it to finish")
+        fail(
+            ErrorType.PRECONDITION_FAILED,
+            f"runs.require: run {args.run_id} is still running; wait for it to finish",
+        )
     if described.status != WorkflowExecutionStatus.COMPLETED:
         state = described.status.name.lower() if described.status else "unknown"
-        raise _refuse(f"runs.require: run {args.run_id} did not complete (it {state}); it proves nothing")
+        fail(
+            ErrorType.PRECONDITION_FAILED,
+            f"runs.require: run {args.run_id} did not complete (it {state}); it proves nothing",
+        )
     report = await handle.result()
     problems = _problems(args, report)
     data: dict[str, Any] = {

@@ -81,13 +81,20 @@ import shlex
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Any, TypeVar
+from typing import Any
 
-from pydantic import ValidationError
 from temporalio import activity
 
+from activities.module_activity import module_activity
 from pitstop.contracts import ModuleCall, ModuleResult
+from pitstop.errors import ErrorType, fail, make_error
 from pitstop.module_args.ssh import (
+    COMMAND,
+    COPY,
+    FACTS,
+    FIRMWARE_UPDATE,
+    REBOOT,
+    SCRIPT,
     CommandArgs,
     CopyArgs,
     FactsArgs,
@@ -95,7 +102,6 @@ from pitstop.module_args.ssh import (
     RebootArgs,
     ScriptArgs,
 )
-from pitstop.modules import ModuleArgs
 from pitstop.policy.files import read_file_bytes, readable
 from pitstop.ssh import protocol
 from pitstop.ssh.commands import (
@@ -107,7 +113,7 @@ from pitstop.ssh.commands import (
     with_become,
 )
 from pitstop.ssh.connect import Connection
-from pitstop.ssh.errors import ChannelLost, connection_lost, invalid_args, precondition
+from pitstop.ssh.errors import ChannelLost, connection_lost
 from pitstop.ssh.execute import CommandResult, run_command
 from pitstop.ssh.facts import gather_facts
 from pitstop.ssh.files import format_mode, parse_mode, set_attributes, stat_file, upload
@@ -115,16 +121,6 @@ from pitstop.ssh.firmware import FirmwareJob
 from pitstop.ssh.pool import default_pool
 from pitstop.ssh.reboot import RebootJob
 from pitstop.ssh.target import SSHTarget, target_for
-
-A = TypeVar("A", bound=ModuleArgs)
-
-
-def _args(model: type[A], call: ModuleCall) -> A:
-    try:
-        return model.model_validate(call.args)
-    except ValidationError as exc:
-        problems = "; ".join(f"{'.'.join(map(str, e['loc'])) or 'args'}: {e['msg']}" for e in exc.errors())
-        raise invalid_args(f"{call.module}: {problems}") from None
 
 
 def _beat() -> None:
@@ -150,8 +146,9 @@ def _read_worker_file(call: ModuleCall, path: str, field: str, what: str) -> byt
     try:
         return read_file_bytes(allowed)
     except OSError as exc:
-        raise precondition(
-            f"{what} {path!r} cannot be read on the worker ({allowed.path}: {exc.strerror})"
+        raise make_error(
+            ErrorType.PRECONDITION_FAILED,
+            f"{what} {path!r} cannot be read on the worker ({allowed.path}: {exc.strerror})",
         ) from None
 
 
@@ -239,9 +236,8 @@ def _skipped_in_check_mode(call: ModuleCall) -> ModuleResult:
     )
 
 
-@activity.defn(name="module.ssh.command")
-def ssh_command(call: ModuleCall) -> ModuleResult:
-    args = _args(CommandArgs, call)
+@module_activity(COMMAND)
+def ssh_command(call: ModuleCall, args: CommandArgs) -> ModuleResult:
     if call.check_mode:
         return _skipped_in_check_mode(call)
     target = target_for(call)
@@ -255,9 +251,8 @@ def ssh_command(call: ModuleCall) -> ModuleResult:
         return _run_user_command(target, args, conn, args.cmd)
 
 
-@activity.defn(name="module.ssh.script")
-def ssh_script(call: ModuleCall) -> ModuleResult:
-    args = _args(ScriptArgs, call)
+@module_activity(SCRIPT)
+def ssh_script(call: ModuleCall, args: ScriptArgs) -> ModuleResult:
     if call.check_mode:
         return _skipped_in_check_mode(call)
     body = (
@@ -281,7 +276,10 @@ def ssh_script(call: ModuleCall) -> ModuleResult:
                 handle.write(body)
             sftp.chmod(path, 0o700)
         except OSError as exc:
-            raise precondition(f"cannot upload the script to {directory} on {target.name}: {exc}") from None
+            raise make_error(
+                ErrorType.PRECONDITION_FAILED,
+                f"cannot upload the script to {directory} on {target.name}: {exc}",
+            ) from None
         finally:
             sftp.close()
         try:
@@ -295,9 +293,8 @@ def ssh_script(call: ModuleCall) -> ModuleResult:
 
 
 # --- ssh.copy ----------------------------------------------------------------------------
-@activity.defn(name="module.ssh.copy")
-def ssh_copy(call: ModuleCall) -> ModuleResult:
-    args = _args(CopyArgs, call)
+@module_activity(COPY)
+def ssh_copy(call: ModuleCall, args: CopyArgs) -> ModuleResult:
     data = (
         args.content.encode()
         if args.content is not None
@@ -358,17 +355,17 @@ def ssh_copy(call: ModuleCall) -> ModuleResult:
             )
         after = stat_file(conn, args.dest, args.become, args.become_user)
         if after.sha256 != digest:
-            raise precondition(
-                f"{args.dest} on {target.name} has sha256 {after.sha256} after the copy, not {digest}"
+            fail(
+                ErrorType.PRECONDITION_FAILED,
+                f"{args.dest} on {target.name} has sha256 {after.sha256} after the copy, not {digest}",
             )
         result_data["mode"] = format_mode(after.mode)
         return ModuleResult(changed=True, msg=f"updated {diff}", data=result_data, diff=diff)
 
 
 # --- ssh.facts ---------------------------------------------------------------------------
-@activity.defn(name="module.ssh.facts")
-def ssh_facts(call: ModuleCall) -> ModuleResult:
-    args = _args(FactsArgs, call)
+@module_activity(FACTS)
+def ssh_facts(call: ModuleCall, args: FactsArgs) -> ModuleResult:
     target = target_for(call)
     with _connection(target, safe_to_retry=True, why="gathering facts changes nothing") as conn:
         facts = gather_facts(conn, args.updater)
@@ -379,14 +376,15 @@ def ssh_facts(call: ModuleCall) -> ModuleResult:
 
 
 # --- ssh.firmware_update -----------------------------------------------------------------
-@activity.defn(name="module.ssh.firmware_update")
-def ssh_firmware_update(call: ModuleCall) -> ModuleResult:
-    args = _args(FirmwareUpdateArgs, call)
+@module_activity(FIRMWARE_UPDATE)
+def ssh_firmware_update(call: ModuleCall, args: FirmwareUpdateArgs) -> ModuleResult:
     image = _read_worker_file(call, args.image, "image", "firmware image")
     digest = hashlib.sha256(image).hexdigest()
     if args.image_sha256 and digest != args.image_sha256.lower():
-        raise precondition(
-            f"firmware image {args.image!r} has sha256 {digest}, not the expected {args.image_sha256.lower()}"
+        fail(
+            ErrorType.PRECONDITION_FAILED,
+            f"firmware image {args.image!r} has sha256 {digest}, "
+            f"not the expected {args.image_sha256.lower()}",
         )
     target = target_for(call)
     with _connection(target, safe_to_retry=True, why="the flash is tracked on the node and resumed") as conn:
@@ -404,7 +402,7 @@ def ssh_firmware_update(call: ModuleCall) -> ModuleResult:
         try:
             outcome = job.run(None if call.check_mode else image, call.check_mode)
         except ValueError as exc:
-            raise invalid_args(f"ssh.firmware_update: {exc}") from None
+            raise make_error(ErrorType.INVALID_ARGS, f"ssh.firmware_update: {exc}") from None
     return ModuleResult(
         changed=outcome.changed,
         msg=outcome.msg,
@@ -431,9 +429,8 @@ def _resume_boot_id() -> str | None:
     return None
 
 
-@activity.defn(name="module.ssh.reboot")
-def ssh_reboot(call: ModuleCall) -> ModuleResult:
-    args = _args(RebootArgs, call)
+@module_activity(REBOOT)
+def ssh_reboot(call: ModuleCall, args: RebootArgs) -> ModuleResult:
     if call.check_mode:
         return ModuleResult(
             changed=True, msg=f"would reboot {call.host} and wait up to {args.reboot_timeout:g}s"

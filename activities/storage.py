@@ -41,12 +41,22 @@ import boto3
 from botocore.config import Config
 from botocore.exceptions import BotoCoreError, ClientError, NoCredentialsError
 from temporalio import activity
-from temporalio.exceptions import ApplicationError
 
-from activities._args import parse_args
+from activities.module_activity import module_activity
 from pitstop.contracts import ModuleCall, ModuleResult
-from pitstop.module_args.storage import DownloadArgs, LatestArgs, RetentionArgs, S3Args, UploadArgs
-from pitstop.modules import ModuleArgs, SecretRef
+from pitstop.errors import ErrorType, fail, make_error
+from pitstop.module_args.storage import (
+    DOWNLOAD,
+    LATEST,
+    RETENTION,
+    UPLOAD,
+    DownloadArgs,
+    LatestArgs,
+    RetentionArgs,
+    S3Args,
+    UploadArgs,
+)
+from pitstop.module_spec import ModuleArgs, SecretRef
 from pitstop.policy.files import AllowedPath, directory_fd, open_nofollow, readable, writable
 from pitstop.policy.grants import check_grant
 from pitstop.policy.s3 import check_s3, effective_endpoint
@@ -80,10 +90,6 @@ Progress = Callable[[int], None]
 # ------------------------------------------------------------------ shared helpers
 
 
-def _precondition(message: str) -> ApplicationError:
-    return ApplicationError(message, type="PreconditionFailed", non_retryable=True)
-
-
 def _beat(detail: str | None = None) -> None:
     if activity.in_activity():
         activity.heartbeat(*([detail] if detail else []))
@@ -103,7 +109,7 @@ def _secret(ref: SecretRef | None, field: str, what: str, endpoint: str) -> str 
     try:
         return resolve_secret(ref, "s3_credentials", what=f"{what}: {field}", endpoints=[endpoint]).strip()
     except SecretNotFound as exc:
-        raise _precondition(f"S3 {field}: {exc}") from None
+        raise make_error(ErrorType.PRECONDITION_FAILED, f"S3 {field}: {exc}") from None
 
 
 def check_s3_access(args: S3Args, what: str) -> tuple[str | None, str]:
@@ -171,26 +177,26 @@ def s3_errors(what: str) -> Iterator[None]:
             code in ("AccessDenied", "InvalidAccessKeyId", "SignatureDoesNotMatch", "ExpiredToken")
             or status == 403
         ):
-            raise ApplicationError(
+            raise make_error(
+                ErrorType.UNAUTHORIZED,
                 f"{what}: S3 refused the credentials ({code}: {message}); check access_key_id/"
                 "secret_access_key or the worker's AWS credentials and the bucket policy",
-                type="Unauthorized",
-                non_retryable=True,
             ) from None
         if code == "NoSuchBucket":
-            raise _precondition(f"{what}: bucket does not exist ({message}); create it first") from None
+            raise make_error(
+                ErrorType.PRECONDITION_FAILED, f"{what}: bucket does not exist ({message}); create it first"
+            ) from None
         if code in ("NoSuchKey", "404", "NotFound"):
-            raise ApplicationError(f"{what}: no such object", type="NotFound", non_retryable=True) from None
-        raise ApplicationError(f"{what}: S3 error {code or status}: {message}", type="S3Error") from None
+            raise make_error(ErrorType.NOT_FOUND, f"{what}: no such object", non_retryable=True) from None
+        raise make_error(ErrorType.S3_ERROR, f"{what}: S3 error {code or status}: {message}") from None
     except NoCredentialsError:
-        raise ApplicationError(
+        raise make_error(
+            ErrorType.UNAUTHORIZED,
             f"{what}: no S3 credentials: give access_key_id/secret_access_key as secrets, or set "
             "AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY (or a profile or role) for the worker",
-            type="Unauthorized",
-            non_retryable=True,
         ) from None
     except BotoCoreError as exc:
-        raise ApplicationError(f"{what}: cannot reach S3: {exc}", type="S3Unavailable") from None
+        raise make_error(ErrorType.S3_UNAVAILABLE, f"{what}: cannot reach S3: {exc}") from None
 
 
 def encode_metadata(values: dict[str, Any]) -> dict[str, str]:
@@ -315,11 +321,12 @@ def upload_file(
     progress = progress or _beat_progress
     size = path.stat().st_size
     if size == 0:
-        raise _precondition(f"{path} is empty; an etcd snapshot never is")
+        fail(ErrorType.PRECONDITION_FAILED, f"{path} is empty; an etcd snapshot never is")
     sha = file_sha256(path, progress)
     if expected_sha256 is not None and sha != expected_sha256:
-        raise _precondition(
-            f"{path} has sha256 {sha}, not the expected {expected_sha256}: it changed after it was inspected"
+        fail(
+            ErrorType.PRECONDITION_FAILED,
+            f"{path} has sha256 {sha}, not the expected {expected_sha256}: it changed after it was inspected",
         )
     with s3_errors(f"upload to {where}"):
         existing = _head(client, bucket, key)
@@ -329,10 +336,11 @@ def upload_file(
                 return UploadOutcome(
                     bucket, key, size, sha, changed=False, etag=str(existing.get("ETag", ""))
                 )
-            raise _precondition(
+            fail(
+                ErrorType.PRECONDITION_FAILED,
                 f"{where} already holds a different object (sha256 {stored or 'unknown'}, "
                 f"{existing.get('ContentLength')} bytes; this file: {sha}, {size} bytes); refusing to "
-                "overwrite another snapshot"
+                "overwrite another snapshot",
             )
         aborted = abort_stale_uploads(client, bucket, key)
         # sha256 and size are what retention and downloads check an object against.
@@ -348,8 +356,9 @@ def upload_file(
         try:
             parts, digests, streamed = _send_parts(client, bucket, key, upload_id, path, part_size)
             if streamed != sha:
-                raise _precondition(
-                    f"{path} changed while it was being uploaded (sha256 {sha} -> {streamed})"
+                fail(
+                    ErrorType.PRECONDITION_FAILED,
+                    f"{path} changed while it was being uploaded (sha256 {sha} -> {streamed})",
                 )
             done = client.complete_multipart_upload(
                 Bucket=bucket, Key=key, UploadId=upload_id, MultipartUpload={"Parts": parts}
@@ -424,19 +433,19 @@ def _verify_upload(
             if stored.split("-")[0] == ours and head.get("ContentLength") == size:
                 return "checksum"
             _discard(client, bucket, key)
-            raise ApplicationError(
+            fail(
+                ErrorType.UPLOAD_VERIFY_FAILED,
                 f"{uri(bucket, key)}: the store's SHA-256 of the parts is {stored}, ours is {ours}; "
                 "the object was deleted and the upload will be retried",
-                type="UploadVerifyFailed",
             )
         # The store keeps no checksum (some S3-compatible ones): read it back instead.
     got, got_size = _read_back_sha256(client, bucket, key, progress)
     if got != sha or got_size != size:
         _discard(client, bucket, key)
-        raise ApplicationError(
+        fail(
+            ErrorType.UPLOAD_VERIFY_FAILED,
             f"{uri(bucket, key)}: read back sha256 {got} ({got_size} bytes), uploaded {sha} ({size} bytes); "
             "the object was deleted and the upload will be retried",
-            type="UploadVerifyFailed",
         )
     return "read"
 
@@ -496,7 +505,10 @@ def download_file(
         metadata = dict(head.get("Metadata", {}))
         expected = metadata.get("sha256")
         if not expected:
-            raise _precondition(f"{where} has no sha256 metadata, so its integrity cannot be checked")
+            fail(
+                ErrorType.PRECONDITION_FAILED,
+                f"{where} has no sha256 metadata, so its integrity cannot be checked",
+            )
         with directory_fd(path.parent, dest) as dir_fd:
             if _same_file(dir_fd, path.name, head.get("ContentLength"), expected):
                 return DownloadOutcome(
@@ -602,19 +614,19 @@ def _upload_key(args: UploadArgs, path: Path) -> str:
         return args.key
     taken = _taken_at(args, path)
     if taken is None:
-        raise _precondition(
-            f"{path} does not exist and no `taken_at` was given, so the object key is unknown"
+        fail(
+            ErrorType.PRECONDITION_FAILED,
+            f"{path} does not exist and no `taken_at` was given, so the object key is unknown",
         )
     assert args.cluster is not None  # the model requires cluster when key is absent
     try:
         return snapshot_key(args.prefix, args.cluster, taken)
     except ValueError as exc:
-        raise ApplicationError(str(exc), type="InvalidArgs", non_retryable=True) from None
+        raise make_error(ErrorType.INVALID_ARGS, str(exc)) from None
 
 
-@activity.defn(name="module.storage.upload")
-def storage_upload(call: ModuleCall) -> ModuleResult:
-    args = parse_args(UploadArgs, call)
+@module_activity(UPLOAD)
+def storage_upload(call: ModuleCall, args: UploadArgs) -> ModuleResult:
     # Removing the file afterwards is a write: the policy must allow that too, checked first.
     check = writable if args.remove_source else readable
     path = check(args.file, run_id=call.run_id, what=f"{call.module}: file", relative_to="work").path
@@ -632,7 +644,7 @@ def storage_upload(call: ModuleCall) -> ModuleResult:
             return ModuleResult(
                 msg=f"{where} already uploaded; {path} already removed", data=_uploaded(where, head)
             )
-        raise _precondition(f"file to upload {path} does not exist")
+        fail(ErrorType.PRECONDITION_FAILED, f"file to upload {path} does not exist")
     if call.check_mode:
         with s3_errors(f"upload to {where}"):
             head = _head(client, args.bucket, key)
@@ -697,20 +709,22 @@ def _uploaded(where: str, head: dict[str, Any] | None) -> dict[str, Any]:
     }
 
 
-@activity.defn(name="module.storage.latest")
-def storage_latest(call: ModuleCall) -> ModuleResult:
-    args = parse_args(LatestArgs, call)
+@module_activity(LATEST)
+def storage_latest(call: ModuleCall, args: LatestArgs) -> ModuleResult:
     try:
         prefix = cluster_prefix(args.prefix, args.cluster)
     except ValueError as exc:
-        raise ApplicationError(str(exc), type="InvalidArgs", non_retryable=True) from None
+        raise make_error(ErrorType.INVALID_ARGS, str(exc)) from None
     client = s3_client(args, call.module)
     now = datetime.now(UTC)
     skipped: list[dict[str, str]] = []
     with s3_errors(f"listing {uri(args.bucket, prefix)}"):
         snapshots = snapshot_objects(client, args.bucket, prefix)
         if not snapshots:
-            raise _precondition(f"no snapshot of cluster {args.cluster!r} under {uri(args.bucket, prefix)}")
+            fail(
+                ErrorType.PRECONDITION_FAILED,
+                f"no snapshot of cluster {args.cluster!r} under {uri(args.bucket, prefix)}",
+            )
         # The newest real one: a future-dated or damaged object is reported, never restored.
         for key, taken, entry in reversed(snapshots):
             why = why_ignored(listed_snapshot(client, args.bucket, key, taken, entry), now)
@@ -718,9 +732,10 @@ def storage_latest(call: ModuleCall) -> ModuleResult:
                 break
             skipped.append({"key": key, "reason": why})
         else:
-            raise _precondition(
+            fail(
+                ErrorType.PRECONDITION_FAILED,
                 f"no usable snapshot of cluster {args.cluster!r} under {uri(args.bucket, prefix)}: "
-                + "; ".join(f"{s['key']}: {s['reason']}" for s in skipped[:5])
+                + "; ".join(f"{s['key']}: {s['reason']}" for s in skipped[:5]),
             )
         head = client.head_object(Bucket=args.bucket, Key=key)
     return ModuleResult(
@@ -740,9 +755,8 @@ def storage_latest(call: ModuleCall) -> ModuleResult:
     )
 
 
-@activity.defn(name="module.storage.download")
-def storage_download(call: ModuleCall) -> ModuleResult:
-    args = parse_args(DownloadArgs, call)
+@module_activity(DOWNLOAD)
+def storage_download(call: ModuleCall, args: DownloadArgs) -> ModuleResult:
     where = uri(args.bucket, args.key)
     allowed = writable(args.dest, run_id=call.run_id, what=f"{call.module}: dest", relative_to="work")
     dest = allowed.path
@@ -753,7 +767,7 @@ def storage_download(call: ModuleCall) -> ModuleResult:
     try:
         outcome = download_file(client, args.bucket, args.key, allowed)
     except ChecksumMismatch as exc:
-        raise ApplicationError(str(exc), type="ChecksumMismatch", non_retryable=True) from None
+        raise make_error(ErrorType.CHECKSUM_MISMATCH, str(exc), non_retryable=True) from None
     finished = datetime.now(UTC)
     metadata = decode_metadata(outcome.metadata)
     taken = metadata.get("taken_at") or (_iso(t) if (t := snapshot_time(args.key)) is not None else None)
@@ -798,13 +812,12 @@ def _newest_verified(client: S3Client, bucket: str, prefix: str, snapshots: list
     return None
 
 
-@activity.defn(name="module.storage.retention")
-def storage_retention(call: ModuleCall) -> ModuleResult:
-    args = parse_args(RetentionArgs, call)
+@module_activity(RETENTION)
+def storage_retention(call: ModuleCall, args: RetentionArgs) -> ModuleResult:
     try:
         prefix = cluster_prefix(args.prefix, args.cluster)
     except ValueError as exc:
-        raise ApplicationError(str(exc), type="InvalidArgs", non_retryable=True) from None
+        raise make_error(ErrorType.INVALID_ARGS, str(exc)) from None
     policy: Policy = (
         KeepLastPolicy(keep_last=args.keep_last) if args.keep_last is not None else ExponentialPolicy()
     )
@@ -847,10 +860,10 @@ def storage_retention(call: ModuleCall) -> ModuleResult:
             errors = reply.get("Errors", [])
             if errors:
                 first = errors[0]
-                raise ApplicationError(
+                fail(
+                    ErrorType.S3_ERROR,
                     f"could not delete {len(errors)} snapshots, e.g. {first.get('Key')}: "
                     f"{first.get('Code')} {first.get('Message')}",
-                    type="S3Error",
                 )
     for key in doomed:
         log.info("retention deleted %s", uri(args.bucket, key))

@@ -13,10 +13,10 @@ from collections.abc import Callable
 from typing import Any
 
 from temporalio import activity
-from temporalio.exceptions import ApplicationError
 
 from pitstop import signing
 from pitstop.approvals import RequesterProof, VoteProof
+from pitstop.errors import ErrorType, fail
 from pitstop.keys import KeyRing
 from pitstop.trust import ProofVerdict, SignRequest, VerifyRequest
 
@@ -30,11 +30,10 @@ NO_VOTE_KEY = (
 def _local_only() -> None:
     info = activity.info()
     if not info.is_local or info.workflow_type not in OUR_WORKFLOWS:
-        raise ApplicationError(
+        fail(
+            ErrorType.UNAUTHORIZED,
             f"{info.activity_type} signs and checks pitstop's own messages and is available only to "
             "pitstop's workflows on their worker",
-            type="Unauthorized",
-            non_retryable=True,
         )
 
 

@@ -8,15 +8,15 @@ import functools
 from collections.abc import Callable
 from typing import Any
 
-from activities._args import parse_args
 from activities.kube.client import ApiStatus, Kube
-from activities.kube.common import fail, kube_for, kube_module
+from activities.kube.common import kube_for, kube_module
 from pitstop.compat.matrix import MatrixError, load_matrices
 from pitstop.contracts import ModuleCall, ModuleResult
+from pitstop.errors import ErrorType, fail
 from pitstop.helm import SECRET_TYPE, HelmRelease, HelmReleaseError, decode_release
 from pitstop.kube import selectors
 from pitstop.kube.objects import Obj, labels_of, name_of
-from pitstop.module_args.inventory import VersionsArgs
+from pitstop.module_args.inventory import VERSIONS, VersionsArgs
 from pitstop.versions.collect import Inventory, collect
 from pitstop.versions.components import ComponentTableError, load_components
 from pitstop.versions.detect import ClusterView
@@ -64,7 +64,7 @@ def read_cluster(kube: Kube, args: VersionsArgs, ssh_facts: Any, notes: list[str
     try:
         facts = facts_by_node(ssh_facts, names)
     except FactsError as exc:
-        fail("InvalidArgs", f"inventory.versions: {exc}")
+        fail(ErrorType.INVALID_ARGS, f"inventory.versions: {exc}")
     notes.extend(facts.notes)
     pods = _optional(
         kube,
@@ -107,14 +107,13 @@ def _data(inventory: Inventory) -> dict[str, Any]:
     }
 
 
-@kube_module("inventory.versions")
-def versions(call: ModuleCall) -> ModuleResult:
-    args = parse_args(VersionsArgs, call)
+@kube_module(VERSIONS)
+def versions(call: ModuleCall, args: VersionsArgs) -> ModuleResult:
     try:
         table = load_components()
         matrices = load_matrices()
     except (ComponentTableError, MatrixError) as exc:
-        fail("PreconditionFailed", f"inventory.versions: {exc}")
+        fail(ErrorType.PRECONDITION_FAILED, f"inventory.versions: {exc}")
     notes: list[str] = []
     view = read_cluster(kube_for(call), args, args.ssh_facts, notes)
     validation = {**validation_states(table, args.acceptance, args.acceptance_label), **args.validation}

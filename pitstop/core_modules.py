@@ -21,7 +21,7 @@ from typing import Any, Generic, TypeVar
 from pydantic import ConfigDict, Field, ValidationError, ValidationInfo, field_validator
 
 from pitstop.contracts import FACTS_LIMIT_BYTES, ModuleResult
-from pitstop.modules import ModuleArgs, ModuleSpec, register
+from pitstop.module_spec import ModuleArgs, ModuleSpec
 from pitstop.runbook.templating import TemplateError, evaluate_bool, render
 
 # Validation context of arguments rendered at run time (see the module docstring).
@@ -93,20 +93,20 @@ class PauseArgs(ModuleArgs):
         return (self.seconds or 0.0) + 60.0 * (self.minutes or 0.0)
 
 
-def _spec(name: str, model: type[ModuleArgs], summary: str, free_form: str | None = None) -> ModuleSpec:
-    return register(
-        ModuleSpec(
-            name=name,
-            args_model=model,
-            summary=summary,
-            supports_check_mode=True,
-            pure=True,
-            free_form_arg=free_form,
-        )
+def _spec(
+    name: str, model: type[ModuleArgs], summary: str, free_form: str | None = None
+) -> ModuleSpec[ModuleArgs]:
+    return ModuleSpec(
+        name=name,
+        args_model=model,
+        summary=summary,
+        supports_check_mode=True,
+        pure=True,
+        free_form_arg=free_form,
     )
 
 
-CORE_MODULES: dict[str, ModuleSpec] = {
+CORE_MODULES: dict[str, ModuleSpec[ModuleArgs]] = {
     s.name: s
     for s in (
         _spec("debug", DebugArgs, "Print a message or a variable.", free_form="msg"),
@@ -197,7 +197,7 @@ A = TypeVar("A", bound=ModuleArgs)
 
 @dataclass(frozen=True)
 class PureModule(Generic[A]):
-    spec: ModuleSpec
+    spec: ModuleSpec[ModuleArgs]
     args: type[A]
     run: Callable[[A, PureCall], Awaitable[ModuleResult]]
     # Said instead of pydantic's words when the rendered arguments do not validate.

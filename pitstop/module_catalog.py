@@ -1,4 +1,13 @@
-"""The catalogue of shipped modules: importing it registers each exactly once."""
+"""The catalogue of shipped modules: every family's `SPECS`, joined once, by name.
+
+Importing it registers nothing anywhere: it is a list. `pitstop.modules` looks names up in
+it; `tests/unit/test_module_catalogue.py` holds it against `activities.ACTIVITIES` (one
+activity per spec that is not pure, one spec per module activity).
+"""
+
+from __future__ import annotations
+
+from typing import Any
 
 from pitstop import core_modules
 from pitstop.module_args import (
@@ -17,21 +26,39 @@ from pitstop.module_args import (
     ssh,
     storage,
 )
+from pitstop.module_spec import ModuleSpec
 
-__all__ = [
-    "acceptance",
-    "baseline",
-    "compat",
-    "core_modules",
-    "etcd",
-    "gpu",
-    "inventory",
-    "kube",
-    "kube_upgrade",
-    "notify",
-    "observe",
-    "records",
-    "runs",
-    "ssh",
-    "storage",
-]
+# Pure modules (evaluated inside the workflow, no activity), declared in core_modules.
+PURE: list[ModuleSpec[Any]] = list(core_modules.CORE_MODULES.values())
+
+# One family per file of `pitstop/module_args/`.
+FAMILIES: dict[str, list[ModuleSpec[Any]]] = {
+    "core": PURE,
+    "acceptance": acceptance.SPECS,
+    "baseline": baseline.SPECS,
+    "compat": compat.SPECS,
+    "etcd": etcd.SPECS,
+    "gpu": gpu.SPECS,
+    "inventory": inventory.SPECS,
+    "kube": kube.SPECS,
+    "kube_upgrade": kube_upgrade.SPECS,
+    "notify": notify.SPECS,
+    "observe": observe.SPECS,
+    "records": records.SPECS,
+    "runs": runs.SPECS,
+    "ssh": ssh.SPECS,
+    "storage": storage.SPECS,
+}
+
+
+def _by_name(families: dict[str, list[ModuleSpec[Any]]]) -> dict[str, ModuleSpec[Any]]:
+    out: dict[str, ModuleSpec[Any]] = {}
+    for specs in families.values():
+        for spec in specs:
+            if spec.name in out:
+                raise ValueError(f"module {spec.name!r} is in the catalogue twice")
+            out[spec.name] = spec
+    return out
+
+
+CATALOGUE: dict[str, ModuleSpec[Any]] = _by_name(FAMILIES)

@@ -22,7 +22,7 @@ import re
 from collections.abc import Mapping
 from pathlib import Path
 
-from pitstop.modules import SecretRef
+from pitstop.module_spec import SecretRef
 from pitstop.policy.effective import WorkerPolicy
 from pitstop.policy.grants import check_grant
 from pitstop.policy.model import Purpose

@@ -6,21 +6,26 @@ from __future__ import annotations
 
 from typing import Any
 
-from activities._args import parse_args
 from activities.kube.client import KUEUE_GROUP, Kube, cluster_queue_path
-from activities.kube.common import fail, kube_for, kube_module, node_name
+from activities.kube.common import kube_for, kube_module, node_name
 from activities.kube.nodes import change_node, phrase
 from pitstop.contracts import ModuleCall, ModuleResult
+from pitstop.errors import ErrorType, fail
 from pitstop.kube import taints as taint_lists
 from pitstop.kube.annotations import ADMISSION_STOPPED_BY, MAINTENANCE_TAINT, PRIOR_STOP_POLICY
 from pitstop.kube.objects import Obj, annotations_of, name_of, node_taints
-from pitstop.module_args.kube import ResumeAdmissionArgs, StopAdmissionArgs
+from pitstop.module_args.kube import (
+    RESUME_ADMISSION,
+    STOP_ADMISSION,
+    ResumeAdmissionArgs,
+    StopAdmissionArgs,
+)
 
 
 def _queues(kube: Kube, names: list[str]) -> list[Obj]:
     if not kube.serves_group(KUEUE_GROUP):
         fail(
-            "PreconditionFailed",
+            ErrorType.PRECONDITION_FAILED,
             f"ClusterQueues {', '.join(names)} named, but {kube.name} does not serve the {KUEUE_GROUP} API "
             "(Kueue is not installed); leave cluster_queues empty to taint the node instead",
         )
@@ -30,7 +35,7 @@ def _queues(kube: Kube, names: list[str]) -> list[Obj]:
         if queue is None:
             known = ", ".join(sorted(name_of(q) for q in kube.list(cluster_queue_path()))) or "none"
             fail(
-                "PreconditionFailed",
+                ErrorType.PRECONDITION_FAILED,
                 f"ClusterQueue {name!r} not found in {kube.name} (ClusterQueues: {known})",
             )
         found.append(queue)
@@ -54,9 +59,8 @@ def _patch_queue(kube: Kube, queue: Obj, policy: str, notes: dict[str, Any]) -> 
     )
 
 
-@kube_module("kube.stop_admission")
-def stop_admission(call: ModuleCall) -> ModuleResult:
-    args = parse_args(StopAdmissionArgs, call)
+@kube_module(STOP_ADMISSION)
+def stop_admission(call: ModuleCall, args: StopAdmissionArgs) -> ModuleResult:
     kube = kube_for(call)
     if not args.cluster_queues:
         return _taint_node(call, kube, node_name(call, args.node))
@@ -89,9 +93,8 @@ def stop_admission(call: ModuleCall) -> ModuleResult:
     return ModuleResult(changed=True, msg=f"{verb} stopPolicy on {', '.join(changed)}", data=data)
 
 
-@kube_module("kube.resume_admission")
-def resume_admission(call: ModuleCall) -> ModuleResult:
-    args = parse_args(ResumeAdmissionArgs, call)
+@kube_module(RESUME_ADMISSION)
+def resume_admission(call: ModuleCall, args: ResumeAdmissionArgs) -> ModuleResult:
     kube = kube_for(call)
     if not args.cluster_queues:
         return _untaint_node(call, kube, node_name(call, args.node))

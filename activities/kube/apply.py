@@ -13,17 +13,17 @@ import json
 import time
 from typing import Any
 
-from activities._args import parse_args
 from activities.kube.client import Kube
-from activities.kube.common import api_errors, beat, fail, kube_for, kube_module, pause
+from activities.kube.common import api_errors, beat, kube_for, kube_module, pause
 from activities.kube.discovery import ApiResource, Discovery
 from activities.kube.local_files import allowed_manifest_files
 from pitstop.contracts import ModuleCall, ModuleResult, bound_text
+from pitstop.errors import ErrorType, fail
 from pitstop.kube.apply import apply_patch, with_last_applied
 from pitstop.kube.diff import object_diff
 from pitstop.kube.manifests import Manifest, ManifestError, load_manifests, parse_documents
 from pitstop.kube.objects import Obj
-from pitstop.module_args.kube_upgrade import ApplyArgs
+from pitstop.module_args.kube_upgrade import APPLY, ApplyArgs
 
 CRD_KIND = ("apiextensions.k8s.io", "CustomResourceDefinition")
 
@@ -46,10 +46,10 @@ def read_manifests(args: ApplyArgs, call: ModuleCall) -> list[Manifest]:
             for index, doc in enumerate(args.definition or []):
                 manifests.extend(parse_documents_of(doc, index))
     except ManifestError as exc:
-        fail("InvalidArgs", f"kube.apply: {exc}")
+        fail(ErrorType.INVALID_ARGS, f"kube.apply: {exc}")
     if not manifests:
         where = ", ".join(args.src) if args.src is not None else "definition"
-        fail("InvalidArgs", f"kube.apply: {where}: the manifests hold no objects")
+        fail(ErrorType.INVALID_ARGS, f"kube.apply: {where}: the manifests hold no objects")
     return sorted(manifests, key=_order)
 
 
@@ -101,19 +101,19 @@ class Applier:
             if found is not None:
                 return found
             fail(
-                "PreconditionFailed",
+                ErrorType.PRECONDITION_FAILED,
                 f"kube.apply: {manifest.where}: {manifest.kind} in {manifest.api_version} is still not "
                 f"served {self.args.wait_established_seconds:g}s after its CRD was applied",
             )
         served = self.discovery.kinds(manifest.api_version)
         if served is None:
             fail(
-                "InvalidArgs",
+                ErrorType.INVALID_ARGS,
                 f"kube.apply: {manifest.where}: {self.kube.name} does not serve apiVersion "
                 f"{manifest.api_version!r} (kind {manifest.kind}); is its CRD installed?",
             )
         fail(
-            "InvalidArgs",
+            ErrorType.INVALID_ARGS,
             f"kube.apply: {manifest.where}: {self.kube.name} serves no kind {manifest.kind!r} in "
             f"{manifest.api_version} (kinds: {', '.join(sorted(served)) or 'none'})",
         )
@@ -178,9 +178,8 @@ class Applier:
         self.objects.append(entry)
 
 
-@kube_module("kube.apply")
-def apply(call: ModuleCall) -> ModuleResult:
-    args = parse_args(ApplyArgs, call)
+@kube_module(APPLY)
+def apply(call: ModuleCall, args: ApplyArgs) -> ModuleResult:
     manifests = read_manifests(args, call)
     kube = kube_for(call)
     applier = Applier(kube, args, call.check_mode, manifests)

@@ -6,14 +6,14 @@ from __future__ import annotations
 
 from typing import Any
 
-from activities._args import parse_args
 from activities.kube.client import pdbs_path, pods_path
-from activities.kube.common import fail, kube_for, kube_module, node_name
+from activities.kube.common import kube_for, kube_module, node_name
 from pitstop.contracts import ModuleCall, ModuleResult
+from pitstop.errors import ErrorType, fail
 from pitstop.kube import selectors
 from pitstop.kube.capacity import CapacityReport, assess
 from pitstop.kube.objects import Obj, labels_of, name_of
-from pitstop.module_args.kube import CapacityCheckArgs
+from pitstop.module_args.kube import CAPACITY_CHECK, CapacityCheckArgs
 
 # Finished pods hold nothing; the apiserver filters them out of the list.
 ACTIVE_PODS = "status.phase!=Succeeded,status.phase!=Failed"
@@ -47,16 +47,18 @@ def _data(report: CapacityReport) -> dict[str, Any]:
     return data
 
 
-@kube_module("kube.capacity_check")
-def capacity_check(call: ModuleCall) -> ModuleResult:
-    args = parse_args(CapacityCheckArgs, call)
+@kube_module(CAPACITY_CHECK)
+def capacity_check(call: ModuleCall, args: CapacityCheckArgs) -> ModuleResult:
     leaving = args.nodes or [node_name(call, None)]
     kube = kube_for(call)
     nodes = kube.list("/api/v1/nodes")
     known = {name_of(n) for n in nodes}
     missing = [n for n in leaving if n not in known]
     if missing:
-        fail("PreconditionFailed", f"capacity check: nodes not found in {kube.name}: {', '.join(missing)}")
+        fail(
+            ErrorType.PRECONDITION_FAILED,
+            f"capacity check: nodes not found in {kube.name}: {', '.join(missing)}",
+        )
     pods = kube.list(pods_path(), field_selector=ACTIVE_PODS)
     pdbs = kube.list(pdbs_path()) if args.check_pdbs else []
 
@@ -76,5 +78,5 @@ def capacity_check(call: ModuleCall) -> ModuleResult:
         pdb_headroom=args.pdb_headroom,
     )
     if not report.ok:
-        fail("PreconditionFailed", report.describe())
+        fail(ErrorType.PRECONDITION_FAILED, report.describe())
     return ModuleResult(msg=report.describe(), data=_data(report))

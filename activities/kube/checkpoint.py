@@ -5,11 +5,11 @@ acknowledges the token or finishes."""
 
 from __future__ import annotations
 
-from activities._args import parse_args
 from activities.kube.client import Kube, job_path, pod_path, pods_path
-from activities.kube.common import Deadline, fail, kube_for, kube_module, node_name, pause
+from activities.kube.common import Deadline, kube_for, kube_module, node_name, pause
 from activities.kube.drain import owning_jobs
 from pitstop.contracts import ModuleCall, ModuleResult
+from pitstop.errors import ErrorType, fail
 from pitstop.kube import selectors
 from pitstop.kube.annotations import CHECKPOINT_REQUESTED, GANG_LABEL, MIRROR_POD_ANNOTATION
 from pitstop.kube.checkpoint import Workload, checkpoint_token, owning_job_key
@@ -23,7 +23,7 @@ from pitstop.kube.objects import (
     namespace_of,
     pod_is_active,
 )
-from pitstop.module_args.kube import WaitForWorkloadsArgs
+from pitstop.module_args.kube import WAIT_FOR_WORKLOADS, WaitForWorkloadsArgs
 
 
 def _affected(kube: Kube, node: str, args: WaitForWorkloadsArgs) -> list[Workload]:
@@ -89,9 +89,8 @@ def _refresh(kube: Kube, work: Workload) -> Workload | None:
     return Workload(pod, job)
 
 
-@kube_module("kube.wait_for_workloads")
-def wait_for_workloads(call: ModuleCall) -> ModuleResult:
-    args = parse_args(WaitForWorkloadsArgs, call)
+@kube_module(WAIT_FOR_WORKLOADS)
+def wait_for_workloads(call: ModuleCall, args: WaitForWorkloadsArgs) -> ModuleResult:
     node = node_name(call, args.node)
     kube = kube_for(call)
     token = args.token or checkpoint_token(call.run_id, node)
@@ -104,7 +103,7 @@ def wait_for_workloads(call: ModuleCall) -> ModuleResult:
     if silent and args.on_no_protocol == "fail":
         names = ", ".join(key_of(w.pod) for w in silent)
         fail(
-            "PolicyViolation",
+            ErrorType.POLICY_VIOLATION,
             f"workloads on {node} without a checkpoint protocol: {names} — {NEVER_FORCE} "
             "(or set on_no_protocol: wait_for_completion to wait for them to finish)",
         )
@@ -133,9 +132,10 @@ def wait_for_workloads(call: ModuleCall) -> ModuleResult:
             break
         if deadline.passed():
             fail(
-                "Timeout",
+                ErrorType.TIMEOUT,
                 f"after {deadline.elapsed():.0f}s, workloads on {node} have neither acknowledged checkpoint "
                 f"{token} nor finished: {', '.join(key_of(w.pod) for w in pending)}",
+                non_retryable=True,
             )
         pause(
             min(args.poll_interval_seconds, max(deadline.remaining(), 0.0)),

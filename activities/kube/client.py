@@ -136,13 +136,6 @@ def _build(rule: ClusterRule, data: dict[str, Any] | None) -> Any:
     return k8s.ApiClient(configuration)
 
 
-def clear_cache() -> None:
-    with _LOCK:
-        for api in _CACHE.values():
-            api.close()
-        _CACHE.clear()
-
-
 # --- JSON over the ApiClient ------------------------------------------------------------------
 
 

@@ -14,31 +14,30 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
-from typing import Any, NoReturn
+from typing import Any, NoReturn, TypeVar
 
 from temporalio import activity
 from temporalio.exceptions import ApplicationError, CancelledError
 
 from activities.kube.client import ApiStatus, Kube, KubeConfigError, Unreachable, api_client
+from activities.module_activity import module_activity
 from pitstop.contracts import ModuleCall, ModuleResult
+from pitstop.errors import ErrorType, fail, make_error
 from pitstop.kube.names import InvalidName, check_name
 from pitstop.kube.redact import collecting, redact_tree, scrub_text, scrub_tree
+from pitstop.module_spec import ModuleArgs, ModuleSpec
 
-ModuleFn = Callable[[ModuleCall], ModuleResult]
+ArgsT = TypeVar("ArgsT", bound=ModuleArgs)
 
 # Stop this long before the activity's own timeout, to report instead of being killed.
 DEADLINE_MARGIN = timedelta(seconds=5)
-
-
-def fail(kind: str, message: str) -> NoReturn:
-    raise ApplicationError(message, type=kind, non_retryable=True)
 
 
 def kube_for(call: ModuleCall) -> Kube:
     try:
         api = api_client(call.cluster, call.module)
     except KubeConfigError as exc:
-        fail("PreconditionFailed", str(exc))
+        fail(ErrorType.PRECONDITION_FAILED, str(exc))
     return Kube(api, call.cluster.name if call.cluster else "default cluster")
 
 
@@ -54,7 +53,7 @@ def node_name(call: ModuleCall, explicit: str | None) -> str:
     try:
         return check_name(name, "node name")
     except InvalidName as exc:
-        fail("InvalidArgs", f"{call.module}: {exc}; it came from {origin}")
+        fail(ErrorType.INVALID_ARGS, f"{call.module}: {exc}; it came from {origin}")
 
 
 # --- time -------------------------------------------------------------------------------------
@@ -124,12 +123,15 @@ def translate(exc: ApiStatus, what: str) -> NoReturn:
     """Raise the pitstop error for an API answer (see the module docstring)."""
     text = f"{what}: {exc.message}"
     if exc.status in (401, 403):
-        fail("Unauthorized", f"{text} (HTTP {exc.status}; check the credentials and RBAC of the kubeconfig)")
+        fail(
+            ErrorType.UNAUTHORIZED,
+            f"{text} (HTTP {exc.status}; check the credentials and RBAC of the kubeconfig)",
+        )
     if exc.status in (400, 415, 422):
-        fail("InvalidArgs", f"{text} (HTTP {exc.status} {exc.reason})")
+        fail(ErrorType.INVALID_ARGS, f"{text} (HTTP {exc.status} {exc.reason})")
     if exc.status == 404:
-        fail("PreconditionFailed", text)
-    raise ApplicationError(f"{text} (HTTP {exc.status} {exc.reason}; will retry)", type="KubeApiError")
+        fail(ErrorType.PRECONDITION_FAILED, text)
+    fail(ErrorType.KUBE_API_ERROR, f"{text} (HTTP {exc.status} {exc.reason}; will retry)")
 
 
 @contextmanager
@@ -139,11 +141,11 @@ def api_errors(what: str) -> Iterator[None]:
     except InvalidName as exc:
         # Refused before any request: the apiserver would refuse it too (or, worse, the HTTP
         # stack would normalise it into another resource's path).
-        fail("InvalidArgs", f"{what}: {exc}")
+        fail(ErrorType.INVALID_ARGS, f"{what}: {exc}")
     except ApiStatus as exc:
         translate(exc, what)
     except Unreachable as exc:
-        raise ApplicationError(f"{what}: {exc}", type="ClusterUnreachable") from None
+        raise make_error(ErrorType.CLUSTER_UNREACHABLE, f"{what}: {exc}") from None
 
 
 def scrubbed_result(result: ModuleResult, seen: set[str]) -> ModuleResult:
@@ -152,16 +154,18 @@ def scrubbed_result(result: ModuleResult, seen: set[str]) -> ModuleResult:
     return result.model_copy(update={"data": scrub_tree(redact_tree(result.data), seen), **texts})
 
 
-def kube_module(name: str) -> Callable[[ModuleFn], ModuleFn]:
-    """`@activity.defn(name="module.<name>")` plus the error translation above."""
+def kube_module(
+    spec: ModuleSpec[ArgsT],
+) -> Callable[[Callable[[ModuleCall, ArgsT], ModuleResult]], Callable[[ModuleCall], ModuleResult]]:
+    """`@module_activity(spec)` plus the error translation and scrubbing above."""
 
-    def wrap(fn: ModuleFn) -> ModuleFn:
+    def wrap(fn: Callable[[ModuleCall, ArgsT], ModuleResult]) -> Callable[[ModuleCall], ModuleResult]:
         @functools.wraps(fn)
-        def run(call: ModuleCall) -> ModuleResult:
+        def run(call: ModuleCall, args: ArgsT) -> ModuleResult:
             with collecting() as seen:
                 try:
-                    with api_errors(name):
-                        result = fn(call)
+                    with api_errors(spec.name):
+                        result = fn(call, args)
                 except ApplicationError as exc:
                     scrubbed = scrub_text(exc.message, seen)
                     if scrubbed == exc.message:
@@ -171,6 +175,6 @@ def kube_module(name: str) -> Callable[[ModuleFn], ModuleFn]:
                     ) from None
                 return scrubbed_result(result, seen)
 
-        return activity.defn(name=f"module.{name}")(run)
+        return module_activity(spec)(run)
 
     return wrap

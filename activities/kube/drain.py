@@ -18,12 +18,10 @@ from typing import Any, NoReturn
 
 from pydantic import BaseModel, Field
 
-from activities._args import parse_args
 from activities.kube.client import ApiStatus, Kube, job_path, pdbs_path, pod_path, pods_path
 from activities.kube.common import (
     Deadline,
     beat,
-    fail,
     first_details,
     kube_for,
     kube_module,
@@ -32,11 +30,12 @@ from activities.kube.common import (
 )
 from activities.kube.nodes import read_node
 from pitstop.contracts import ModuleCall, ModuleResult
+from pitstop.errors import ErrorType, fail
 from pitstop.kube.budgets import budget_uses, pdb_from_refusal
 from pitstop.kube.checkpoint import checkpoint_token, owning_job_key
 from pitstop.kube.drain import DrainOptions, DrainPlan, plan_drain
 from pitstop.kube.objects import Obj, key_of, name_of, namespace_of, node_is_unschedulable, uid_of
-from pitstop.module_args.kube import DrainArgs
+from pitstop.module_args.kube import DRAIN, DrainArgs
 
 MULTIPLE_PDBS = "more than one PodDisruptionBudget"
 TERMINATION_POLL_S = 1.0
@@ -116,7 +115,7 @@ def _evict(kube: Kube, pod: Obj, args: DrainArgs) -> str:
             return pdb_from_refusal(ns, exc.causes, f"{ns}/<PDB of {name}>")
         if exc.status == 500 and MULTIPLE_PDBS in exc.message:
             fail(
-                "PolicyViolation",
+                ErrorType.POLICY_VIOLATION,
                 f"pod {ns}/{name} is covered by more than one PodDisruptionBudget, which the Eviction API "
                 "refuses; fix the PDBs (one per pod) and run again",
             )
@@ -124,9 +123,8 @@ def _evict(kube: Kube, pod: Obj, args: DrainArgs) -> str:
     return EVICTED
 
 
-@kube_module("kube.drain")
-def drain_node(call: ModuleCall) -> ModuleResult:
-    args = parse_args(DrainArgs, call)
+@kube_module(DRAIN)
+def drain_node(call: ModuleCall, args: DrainArgs) -> ModuleResult:
     node = node_name(call, args.node)
     kube = kube_for(call)
     options = DrainOptions(
@@ -141,7 +139,7 @@ def drain_node(call: ModuleCall) -> ModuleResult:
         return _check(kube, node, node_obj, options, args)
     if not node_is_unschedulable(node_obj):
         fail(
-            "PreconditionFailed",
+            ErrorType.PRECONDITION_FAILED,
             f"{node} is schedulable: cordon it first (kube.cordon records whether it already was), "
             "otherwise evicted pods may land on it again",
         )
@@ -152,7 +150,7 @@ def drain_node(call: ModuleCall) -> ModuleResult:
     while True:
         plan = _plan(kube, node, options)
         if plan.refused:
-            fail("PolicyViolation", plan.refusal_message(node))
+            fail(ErrorType.POLICY_VIOLATION, plan.refusal_message(node))
         if plan.done:
             return _result(node, plan, progress, args)
         refused: dict[str, int] = {}
@@ -192,9 +190,10 @@ def _timed_out(node: str, plan: DrainPlan, refused: dict[str, int], removed: int
     if plan.terminating:
         left.append(f"still terminating: {', '.join(key_of(p) for p in plan.terminating)}")
     fail(
-        "Timeout",
+        ErrorType.TIMEOUT,
         f"drain of {node} did not finish before the task's timeout: {'; '.join(left) or 'pods remain'}; "
         f"evicted so far: {removed}",
+        non_retryable=True,
     )
 
 
@@ -227,7 +226,7 @@ def _check(kube: Kube, node: str, node_obj: Obj, options: DrainOptions, args: Dr
     # protocol are not a refusal, they are evicted once they acknowledge.
     awaiting = plan.refused.pop("training-unacknowledged", [])
     if plan.refused:
-        fail("PolicyViolation", plan.refusal_message(node))
+        fail(ErrorType.POLICY_VIOLATION, plan.refusal_message(node))
     notes = _budget_notes(kube, plan.evict)
     verb = "delete" if args.disable_eviction else "evict"
     parts = [f"would {verb} {len(plan.evict) + len(awaiting)} pods from {node}"]

@@ -9,13 +9,18 @@ from __future__ import annotations
 import threading
 from dataclasses import dataclass
 
-from activities._args import parse_args
 from activities.kube.client import ApiStatus, Kube, api_base, namespaced
-from activities.kube.common import fail, kube_for, kube_module
+from activities.kube.common import kube_for, kube_module
 from pitstop.contracts import ModuleCall, ModuleResult
+from pitstop.errors import ErrorType, fail
 from pitstop.kube.diff import comparable, object_diff
 from pitstop.kube.redact import redact_object, redact_objects
-from pitstop.module_args.kube import GetArgs, PatchArgs
+from pitstop.module_args.kube import (
+    GET,
+    PATCH,
+    GetArgs,
+    PatchArgs,
+)
 
 
 @dataclass(frozen=True)
@@ -43,7 +48,7 @@ def resource_for(kube: Kube, api_version: str, kind: str) -> Resource:
             listing = kube.get(base)
         except ApiStatus as exc:
             if exc.status == 404:
-                fail("InvalidArgs", f"{kube.name} does not serve apiVersion {api_version!r}")
+                fail(ErrorType.INVALID_ARGS, f"{kube.name} does not serve apiVersion {api_version!r}")
             raise
         kinds = {
             str(r.get("kind")): Resource(base, str(r.get("name")), bool(r.get("namespaced")))
@@ -55,7 +60,9 @@ def resource_for(kube: Kube, api_version: str, kind: str) -> Resource:
     found = kinds.get(kind)
     if found is None:
         served = ", ".join(sorted(kinds)) or "none"
-        fail("InvalidArgs", f"{kube.name} serves no kind {kind!r} in {api_version} (kinds: {served})")
+        fail(
+            ErrorType.INVALID_ARGS, f"{kube.name} serves no kind {kind!r} in {api_version} (kinds: {served})"
+        )
     return found
 
 
@@ -64,13 +71,12 @@ def _label(args: GetArgs | PatchArgs, name: str | None) -> str:
     return f"{args.kind} {where}{name}" if name else f"{args.kind} objects"
 
 
-@kube_module("kube.get")
-def get(call: ModuleCall) -> ModuleResult:
-    args = parse_args(GetArgs, call)
+@kube_module(GET)
+def get(call: ModuleCall, args: GetArgs) -> ModuleResult:
     kube = kube_for(call)
     res = resource_for(kube, args.api_version, args.kind)
     if res.namespaced and args.name and not args.namespace:
-        fail("InvalidArgs", f"kube.get: {args.kind} is namespaced; give `namespace` with `name`")
+        fail(ErrorType.INVALID_ARGS, f"kube.get: {args.kind} is namespaced; give `namespace` with `name`")
     if args.name:
         obj = kube.get_or_none(res.path(args.namespace, args.name))
         if obj is not None:
@@ -94,22 +100,21 @@ def get(call: ModuleCall) -> ModuleResult:
     )
 
 
-@kube_module("kube.patch")
-def patch(call: ModuleCall) -> ModuleResult:
-    args = parse_args(PatchArgs, call)
+@kube_module(PATCH)
+def patch(call: ModuleCall, args: PatchArgs) -> ModuleResult:
     if args.patch_type == "json" and not isinstance(args.patch, list):
-        fail("InvalidArgs", "kube.patch: a JSON patch (patch_type: json) is a list of operations")
+        fail(ErrorType.INVALID_ARGS, "kube.patch: a JSON patch (patch_type: json) is a list of operations")
     if args.patch_type != "json" and isinstance(args.patch, list):
-        fail("InvalidArgs", f"kube.patch: a {args.patch_type} patch is an object, not a list")
+        fail(ErrorType.INVALID_ARGS, f"kube.patch: a {args.patch_type} patch is an object, not a list")
     kube = kube_for(call)
     res = resource_for(kube, args.api_version, args.kind)
     if res.namespaced and not args.namespace:
-        fail("InvalidArgs", f"kube.patch: {args.kind} is namespaced; give `namespace`")
+        fail(ErrorType.INVALID_ARGS, f"kube.patch: {args.kind} is namespaced; give `namespace`")
     path = res.path(args.namespace, args.name)
     label = _label(args, args.name)
     before = kube.get_or_none(path)
     if before is None:
-        fail("PreconditionFailed", f"{label} not found in {kube.name}")
+        fail(ErrorType.PRECONDITION_FAILED, f"{label} not found in {kube.name}")
     # The server's dry run applies the patch exactly as it would (defaults, strategic lists).
     preview = kube.patch(path, args.patch, args.patch_type, dry_run=True)
     if comparable(before) == comparable(preview):

@@ -12,12 +12,10 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from activities._args import parse_args
 from activities.kube.client import ApiStatus, Kube, job_path, jobs_path, pod_path, pods_path
 from activities.kube.common import (
     Deadline,
     beat,
-    fail,
     first_details,
     kube_for,
     kube_module,
@@ -25,6 +23,7 @@ from activities.kube.common import (
     pause,
 )
 from pitstop.contracts import ModuleCall, ModuleResult, bound_text
+from pitstop.errors import ErrorType, fail
 from pitstop.kube.annotations import (
     HOSTNAME_LABEL,
     JOB_NAME_LABELS,
@@ -34,7 +33,7 @@ from pitstop.kube.annotations import (
 )
 from pitstop.kube.names import job_name
 from pitstop.kube.objects import Obj, meta, name_of, pod_phase
-from pitstop.module_args.kube import JobArgs
+from pitstop.module_args.kube import JOB, JobArgs
 
 LOG_BYTES = 48 * 1024  # under the 64 KiB a result field may hold in history
 CONTAINER = "main"
@@ -114,9 +113,8 @@ def _delete(kube: Kube, namespace: str, name: str) -> None:
             raise
 
 
-@kube_module("kube.job")
-def run_job(call: ModuleCall) -> ModuleResult:
-    args = parse_args(JobArgs, call)
+@kube_module(JOB)
+def run_job(call: ModuleCall, args: JobArgs) -> ModuleResult:
     node = node_name(call, args.node)
     kube = kube_for(call)
     name = job_name(args.name, call.run_id, call.task_path, node)
@@ -153,14 +151,18 @@ def run_job(call: ModuleCall) -> ModuleResult:
             if not args.keep:
                 _delete(kube, args.namespace, name)
             fail(
-                "Timeout",
+                ErrorType.TIMEOUT,
                 f"Job {args.namespace}/{name} on {node} did not finish within {deadline.elapsed():.0f}s"
                 + (f"; last log lines:\n{bound_text(tail, 4096)}" if tail else ""),
+                non_retryable=True,
             )
         pause(min(args.poll_interval_seconds, max(deadline.remaining(), 0.0)), {"job": name})
         current = kube.get_or_none(job_path(args.namespace, name))
         if current is None:
-            fail("PreconditionFailed", f"Job {args.namespace}/{name} was deleted while pitstop waited for it")
+            fail(
+                ErrorType.PRECONDITION_FAILED,
+                f"Job {args.namespace}/{name} was deleted while pitstop waited for it",
+            )
         job = current
     pod = _pod_of(kube, args.namespace, name)
     logs = _logs(kube, args.namespace, pod, args.log_lines)

@@ -11,12 +11,10 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from temporalio.exceptions import ApplicationError
-
-from activities._args import parse_args
 from activities.kube.client import ApiStatus, Kube, node_path
-from activities.kube.common import Deadline, fail, kube_for, kube_module, node_name, pause
+from activities.kube.common import Deadline, kube_for, kube_module, node_name, pause
 from pitstop.contracts import ModuleCall, ModuleResult
+from pitstop.errors import ErrorType, fail
 from pitstop.kube import taints as taint_lists
 from pitstop.kube.annotations import (
     CORDON_ANNOTATIONS,
@@ -36,6 +34,12 @@ from pitstop.kube.objects import (
     node_taints,
 )
 from pitstop.module_args.kube import (
+    ANNOTATE,
+    CORDON,
+    TAINT,
+    UNCORDON,
+    UNTAINT,
+    WAIT_NODE_READY,
     AnnotateArgs,
     CordonArgs,
     TaintArgs,
@@ -51,7 +55,7 @@ Decision = tuple[Obj | None, str]  # (merge patch or None for "nothing to do", m
 def read_node(kube: Kube, name: str) -> Obj:
     node = kube.get_or_none(node_path(name))
     if node is None:
-        fail("PreconditionFailed", f"node {name!r} not found in {kube.name} ({kube.server})")
+        fail(ErrorType.PRECONDITION_FAILED, f"node {name!r} not found in {kube.name} ({kube.server})")
     return node
 
 
@@ -73,9 +77,9 @@ def change_node(
         except ApiStatus as exc:
             if exc.status != 409:
                 raise
-    raise ApplicationError(
+    fail(
+        ErrorType.KUBE_API_ERROR,
         f"node {name} kept changing under us ({CONFLICT_ATTEMPTS} conflicting writes); will retry",
-        type="KubeApiError",
     )
 
 
@@ -101,9 +105,8 @@ def phrase(message: str, changes: bool, check_mode: bool) -> str:
 # --- cordon / uncordon ------------------------------------------------------------------------
 
 
-@kube_module("kube.cordon")
-def cordon(call: ModuleCall) -> ModuleResult:
-    args = parse_args(CordonArgs, call)
+@kube_module(CORDON)
+def cordon(call: ModuleCall, args: CordonArgs) -> ModuleResult:
     name = node_name(call, args.node)
     kube = kube_for(call)
 
@@ -148,9 +151,8 @@ def cordon(call: ModuleCall) -> ModuleResult:
     )
 
 
-@kube_module("kube.uncordon")
-def uncordon(call: ModuleCall) -> ModuleResult:
-    args = parse_args(UncordonArgs, call)
+@kube_module(UNCORDON)
+def uncordon(call: ModuleCall, args: UncordonArgs) -> ModuleResult:
     name = node_name(call, args.node)
     kube = kube_for(call)
     left: dict[str, bool] = {"cordoned": False}
@@ -199,13 +201,12 @@ def uncordon(call: ModuleCall) -> ModuleResult:
 # --- taints -----------------------------------------------------------------------------------
 
 
-@kube_module("kube.taint")
-def taint(call: ModuleCall) -> ModuleResult:
-    args = parse_args(TaintArgs, call)
+@kube_module(TAINT)
+def taint(call: ModuleCall, args: TaintArgs) -> ModuleResult:
     name = node_name(call, args.node)
     if args.effect == "NoExecute" and not args.allow_noexecute:
         fail(
-            "PolicyViolation",
+            ErrorType.POLICY_VIOLATION,
             f"taint {args.key}:NoExecute on {name} refused: NoExecute evicts running pods at once, training "
             "jobs included, without PDBs or checkpoints; use NoSchedule (keeps new pods away), or set "
             "allow_noexecute: true",
@@ -225,9 +226,8 @@ def taint(call: ModuleCall) -> ModuleResult:
     )
 
 
-@kube_module("kube.untaint")
-def untaint(call: ModuleCall) -> ModuleResult:
-    args = parse_args(UntaintArgs, call)
+@kube_module(UNTAINT)
+def untaint(call: ModuleCall, args: UntaintArgs) -> ModuleResult:
     name = node_name(call, args.node)
     kube = kube_for(call)
     gone: list[str] = []
@@ -248,9 +248,8 @@ def untaint(call: ModuleCall) -> ModuleResult:
 # --- annotations ------------------------------------------------------------------------------
 
 
-@kube_module("kube.annotate")
-def annotate(call: ModuleCall) -> ModuleResult:
-    args = parse_args(AnnotateArgs, call)
+@kube_module(ANNOTATE)
+def annotate(call: ModuleCall, args: AnnotateArgs) -> ModuleResult:
     name = node_name(call, args.node)
     kube = kube_for(call)
 
@@ -287,9 +286,8 @@ def _readiness(node: Obj, allow_taints: bool) -> tuple[bool, str]:
     return True, "Ready"
 
 
-@kube_module("kube.wait_node_ready")
-def wait_node_ready(call: ModuleCall) -> ModuleResult:
-    args = parse_args(WaitNodeReadyArgs, call)
+@kube_module(WAIT_NODE_READY)
+def wait_node_ready(call: ModuleCall, args: WaitNodeReadyArgs) -> ModuleResult:
     name = node_name(call, args.node)
     kube = kube_for(call)
     deadline = Deadline(args.timeout_seconds)
@@ -305,5 +303,9 @@ def wait_node_ready(call: ModuleCall) -> ModuleResult:
                 msg=f"would wait for {name} to become Ready (now: {state})", data={"node": name}
             )
         if deadline.passed():
-            fail("Timeout", f"{name} is not Ready after {deadline.elapsed():.0f}s: {state}")
+            fail(
+                ErrorType.TIMEOUT,
+                f"{name} is not Ready after {deadline.elapsed():.0f}s: {state}",
+                non_retryable=True,
+            )
         pause(min(args.poll_interval_seconds, max(deadline.remaining(), 0.0)), {"node": name, "state": state})

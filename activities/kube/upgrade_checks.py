@@ -8,13 +8,13 @@ import json
 import socket
 from collections.abc import Iterator
 
-from activities._args import parse_args
 from activities.kube.client import ApiStatus, Kube, api_base, namespaced, segment
-from activities.kube.common import Deadline, beat, fail, kube_for, kube_module
+from activities.kube.common import Deadline, beat, kube_for, kube_module
 from activities.kube.discovery import Discovery
 from activities.kube.local_files import allowed_manifest_files
 from pitstop.compat.deprecations import DeprecationDataError, RemovedApis, load_removed_apis
 from pitstop.contracts import ModuleCall, ModuleResult
+from pitstop.errors import ErrorType, fail
 from pitstop.helm import HelmRelease, HelmReleaseError, decode_release, is_release_secret
 from pitstop.kube.apply import LAST_APPLIED
 from pitstop.kube.crd_webhooks import (
@@ -34,7 +34,12 @@ from pitstop.kube.crd_webhooks import (
 from pitstop.kube.manifests import Manifest, ManifestError, load_manifests, parse_documents
 from pitstop.kube.names import InvalidName
 from pitstop.kube.objects import Obj, annotations_of, name_of, namespace_of, pod_is_ready
-from pitstop.module_args.kube_upgrade import CrdWebhookCheckArgs, DeprecationsArgs
+from pitstop.module_args.kube_upgrade import (
+    CRD_WEBHOOK_CHECK,
+    DEPRECATIONS,
+    CrdWebhookCheckArgs,
+    DeprecationsArgs,
+)
 
 # Listing these reads a lot and they never carry applied manifests.
 SKIPPED_RESOURCES = frozenset({"events", "events.events.k8s.io"})
@@ -210,13 +215,12 @@ def _finding_line(finding: Obj) -> str:
     )
 
 
-@kube_module("kube.deprecations")
-def deprecations(call: ModuleCall) -> ModuleResult:
-    args = parse_args(DeprecationsArgs, call)
+@kube_module(DEPRECATIONS)
+def deprecations(call: ModuleCall, args: DeprecationsArgs) -> ModuleResult:
     try:
         table = load_removed_apis()
     except DeprecationDataError as exc:
-        fail("PreconditionFailed", f"kube.deprecations: {exc}")
+        fail(ErrorType.PRECONDITION_FAILED, f"kube.deprecations: {exc}")
     kube = kube_for(call)
     scan = Scan(table, args.target_version, args.max_objects)
     resources = scan_last_applied(kube, scan) if "last-applied" in args.sources else 0
@@ -321,10 +325,13 @@ def load_new_crds(paths: list[str], call: ModuleCall) -> dict[str, tuple[Obj, st
     try:
         manifests = load_manifests(allowed_manifest_files(call, paths, "new_crds", recursive=True))
     except ManifestError as exc:
-        fail("InvalidArgs", f"kube.crd_webhook_check: new_crds: {exc}")
+        fail(ErrorType.INVALID_ARGS, f"kube.crd_webhook_check: new_crds: {exc}")
     crds = {m.name: (m.obj, m.where) for m in manifests if m.kind == "CustomResourceDefinition"}
     if not crds:
-        fail("InvalidArgs", f"kube.crd_webhook_check: new_crds {paths} hold no CustomResourceDefinition")
+        fail(
+            ErrorType.INVALID_ARGS,
+            f"kube.crd_webhook_check: new_crds {paths} hold no CustomResourceDefinition",
+        )
     return crds
 
 
@@ -350,7 +357,7 @@ def _named_releases(kube: Kube, names: list[str]) -> list[HelmRelease]:
         if not found:
             known = ", ".join(f"{r.name} ({r.namespace})" for r in releases) or "none"
             fail(
-                "PreconditionFailed",
+                ErrorType.PRECONDITION_FAILED,
                 f"kube.crd_webhook_check: helm release {wanted!r} not found (releases: {known})",
             )
         chosen.extend(found)
@@ -395,9 +402,8 @@ def _webhook_findings(kube: Kube, probe: Probe) -> tuple[list[Finding], int]:
     return findings, count
 
 
-@kube_module("kube.crd_webhook_check")
-def crd_webhook_check(call: ModuleCall) -> ModuleResult:
-    args = parse_args(CrdWebhookCheckArgs, call)
+@kube_module(CRD_WEBHOOK_CHECK)
+def crd_webhook_check(call: ModuleCall, args: CrdWebhookCheckArgs) -> ModuleResult:
     new = load_new_crds(args.new_crds, call)
     kube = kube_for(call)
     live = {name_of(c): c for c in kube.list(CRD_PATH)}
@@ -405,7 +411,7 @@ def crd_webhook_check(call: ModuleCall) -> ModuleResult:
         missing = [n for n in args.crds if n not in live and n not in new]
         if missing:
             fail(
-                "PreconditionFailed",
+                ErrorType.PRECONDITION_FAILED,
                 f"kube.crd_webhook_check: CRDs {missing} are neither in the cluster nor in new_crds "
                 f"(cluster CRDs: {', '.join(sorted(live)) or 'none'})",
             )

@@ -16,7 +16,7 @@ from pydantic import Field, field_validator
 
 from pitstop.acceptance.probes import BY_KEY, Direction, select
 from pitstop.module_args.storage import S3Args
-from pitstop.modules import ModuleArgs, ModuleSpec, RetryDefaults, register
+from pitstop.module_spec import ModuleArgs, ModuleSpec, RetryDefaults
 
 
 class Workload(ModuleArgs):
@@ -181,15 +181,16 @@ class AcceptanceArgs(ModuleArgs):
         return value
 
 
-ACCEPTANCE_CHECK = register(
-    ModuleSpec(
-        name="acceptance.check",
-        args_model=AcceptanceArgs,
-        summary="Upgrade acceptance by layer: API, GPU, network, storage, training, inference, "
-        "governance, compared with the pre-upgrade baseline.",
-        supports_check_mode=True,
-        start_to_close=timedelta(hours=3),
-        heartbeat_timeout=timedelta(seconds=120),
-        retry=RetryDefaults(maximum_attempts=3),
-    )
+ACCEPTANCE_CHECK: ModuleSpec[AcceptanceArgs] = ModuleSpec(
+    name="acceptance.check",
+    args_model=AcceptanceArgs,
+    summary="Upgrade acceptance by layer: API, GPU, network, storage, training, inference, "
+    "governance, compared with the pre-upgrade baseline.",
+    supports_check_mode=True,
+    start_to_close=timedelta(hours=3),
+    heartbeat_timeout=timedelta(seconds=120),
+    retry=RetryDefaults(maximum_attempts=3),
 )
+
+# Every module of this file, listed once; `pitstop/module_catalog.py` joins the families.
+SPECS: list[ModuleSpec[Any]] = [ACCEPTANCE_CHECK]

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 from datetime import timedelta
+from typing import Any
 
 from pydantic import Field
 
 from pitstop.baseline import Threshold
-from pitstop.modules import ModuleArgs, ModuleSpec, RetryDefaults, register
+from pitstop.module_spec import ModuleArgs, ModuleSpec, RetryDefaults
 
 
 class BaselineKey(ModuleArgs):
@@ -30,23 +31,22 @@ class CompareArgs(BaselineKey):
     )
 
 
-RECORD = register(
-    ModuleSpec(
-        name="baseline.record",
-        args_model=RecordArgs,
-        summary="Record reference figures for a GPU product and node pool (running mean).",
-        supports_check_mode=True,
-        start_to_close=timedelta(seconds=30),
-        retry=RetryDefaults(maximum_attempts=3),
-    )
+RECORD: ModuleSpec[RecordArgs] = ModuleSpec(
+    name="baseline.record",
+    args_model=RecordArgs,
+    summary="Record reference figures for a GPU product and node pool (running mean).",
+    supports_check_mode=True,
+    start_to_close=timedelta(seconds=30),
+    retry=RetryDefaults(maximum_attempts=3),
 )
-COMPARE = register(
-    ModuleSpec(
-        name="baseline.compare",
-        args_model=CompareArgs,
-        summary="Fail when a figure deviates from its baseline beyond the threshold, with the numbers.",
-        supports_check_mode=True,
-        start_to_close=timedelta(seconds=30),
-        retry=RetryDefaults(maximum_attempts=3),
-    )
+COMPARE: ModuleSpec[CompareArgs] = ModuleSpec(
+    name="baseline.compare",
+    args_model=CompareArgs,
+    summary="Fail when a figure deviates from its baseline beyond the threshold, with the numbers.",
+    supports_check_mode=True,
+    start_to_close=timedelta(seconds=30),
+    retry=RetryDefaults(maximum_attempts=3),
 )
+
+# Every module of this file, listed once; `pitstop/module_catalog.py` joins the families.
+SPECS: list[ModuleSpec[Any]] = [RECORD, COMPARE]

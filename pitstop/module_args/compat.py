@@ -8,7 +8,7 @@ from typing import Any, Literal
 from pydantic import Field, field_validator
 
 from pitstop.compat.components import COMPONENT_KEYS
-from pitstop.modules import ModuleArgs, ModuleSpec, RetryDefaults, register
+from pitstop.module_spec import ModuleArgs, ModuleSpec, RetryDefaults
 from pitstop.runbook.errors import suggest
 
 
@@ -95,16 +95,17 @@ class CompatCheckArgs(ModuleArgs):
         return None if value in ({}, "", None) else value
 
 
-COMPAT_CHECK = register(
-    ModuleSpec(
-        name="compat.check",
-        args_model=CompatCheckArgs,
-        summary=(
-            "Refuse unsupported upgrades: Kubernetes version skew rules and vendor support matrices "
-            "(installable is not supported), each violation citing its rule and source."
-        ),
-        supports_check_mode=True,
-        start_to_close=timedelta(minutes=1),
-        retry=RetryDefaults(maximum_attempts=3),
-    )
+COMPAT_CHECK: ModuleSpec[CompatCheckArgs] = ModuleSpec(
+    name="compat.check",
+    args_model=CompatCheckArgs,
+    summary=(
+        "Refuse unsupported upgrades: Kubernetes version skew rules and vendor support matrices "
+        "(installable is not supported), each violation citing its rule and source."
+    ),
+    supports_check_mode=True,
+    start_to_close=timedelta(minutes=1),
+    retry=RetryDefaults(maximum_attempts=3),
 )
+
+# Every module of this file, listed once; `pitstop/module_catalog.py` joins the families.
+SPECS: list[ModuleSpec[Any]] = [COMPAT_CHECK]

@@ -15,21 +15,21 @@ from the cluster network) with a client certificate held in a secret, as the run
 from __future__ import annotations
 
 from datetime import timedelta
-from typing import Literal, Self
+from typing import Any, Literal, Self
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from pitstop.modules import ModuleArgs, ModuleSpec, RetryDefaults, SecretRef, register
+from pitstop.errors import ErrorType, non_retryable_types
+from pitstop.module_spec import ModuleArgs, ModuleSpec, RetryDefaults, SecretRef
 
 # The kubeadm default; refused as a scratch location unless the runbook says otherwise.
 DEFAULT_LIVE_DATA_DIRS = ["/var/lib/etcd"]
 
-_NON_RETRYABLE = (*RetryDefaults().non_retryable_error_types, "SnapshotCorrupt")
 ETCD_RETRY = RetryDefaults(
     maximum_attempts=4,
     initial_interval=timedelta(seconds=2),
     maximum_interval=timedelta(seconds=20),
-    non_retryable_error_types=_NON_RETRYABLE,
+    non_retryable_error_types=non_retryable_types(ErrorType.SNAPSHOT_CORRUPT),
 )
 
 
@@ -180,56 +180,49 @@ class VerifyArgs(EtcdClientArgs):
         return value
 
 
-SNAPSHOT_SAVE = register(
-    ModuleSpec(
-        name="etcd.snapshot_save",
-        args_model=SnapshotSaveArgs,
-        summary="Save an etcd snapshot with etcdctl (TLS from secrets); records revision and key counts.",
-        supports_check_mode=True,
-        start_to_close=timedelta(minutes=30),
-        heartbeat_timeout=timedelta(seconds=60),
-        retry=ETCD_RETRY,
-    )
+SNAPSHOT_SAVE: ModuleSpec[SnapshotSaveArgs] = ModuleSpec(
+    name="etcd.snapshot_save",
+    args_model=SnapshotSaveArgs,
+    summary="Save an etcd snapshot with etcdctl (TLS from secrets); records revision and key counts.",
+    supports_check_mode=True,
+    start_to_close=timedelta(minutes=30),
+    heartbeat_timeout=timedelta(seconds=60),
+    retry=ETCD_RETRY,
 )
-SNAPSHOT_STATUS = register(
-    ModuleSpec(
-        name="etcd.snapshot_status",
-        args_model=SnapshotStatusArgs,
-        summary="Hash, revision, total keys and size of a snapshot file (etcdutl snapshot status).",
-        supports_check_mode=True,
-        start_to_close=timedelta(minutes=10),
-        heartbeat_timeout=timedelta(seconds=60),
-        retry=ETCD_RETRY,
-    )
+SNAPSHOT_STATUS: ModuleSpec[SnapshotStatusArgs] = ModuleSpec(
+    name="etcd.snapshot_status",
+    args_model=SnapshotStatusArgs,
+    summary="Hash, revision, total keys and size of a snapshot file (etcdutl snapshot status).",
+    supports_check_mode=True,
+    start_to_close=timedelta(minutes=10),
+    heartbeat_timeout=timedelta(seconds=60),
+    retry=ETCD_RETRY,
 )
-RESTORE = register(
-    ModuleSpec(
-        name="etcd.restore",
-        args_model=RestoreArgs,
-        summary="Restore a snapshot into a scratch data directory with a new cluster token (etcdutl).",
-        supports_check_mode=True,
-        start_to_close=timedelta(minutes=30),
-        heartbeat_timeout=timedelta(seconds=60),
-        retry=ETCD_RETRY,
-    )
+RESTORE: ModuleSpec[RestoreArgs] = ModuleSpec(
+    name="etcd.restore",
+    args_model=RestoreArgs,
+    summary="Restore a snapshot into a scratch data directory with a new cluster token (etcdutl).",
+    supports_check_mode=True,
+    start_to_close=timedelta(minutes=30),
+    heartbeat_timeout=timedelta(seconds=60),
+    retry=ETCD_RETRY,
 )
-SCRATCH_MEMBER = register(
-    ModuleSpec(
-        name="etcd.scratch_member",
-        args_model=ScratchMemberArgs,
-        summary="Start a throw-away etcd on restored data (free loopback ports), or stop it and clean up.",
-        supports_check_mode=True,
-        start_to_close=timedelta(minutes=5),
-        retry=ETCD_RETRY,
-    )
+SCRATCH_MEMBER: ModuleSpec[ScratchMemberArgs] = ModuleSpec(
+    name="etcd.scratch_member",
+    args_model=ScratchMemberArgs,
+    summary="Start a throw-away etcd on restored data (free loopback ports), or stop it and clean up.",
+    supports_check_mode=True,
+    start_to_close=timedelta(minutes=5),
+    retry=ETCD_RETRY,
 )
-VERIFY = register(
-    ModuleSpec(
-        name="etcd.verify",
-        args_model=VerifyArgs,
-        summary="Check a (restored) member: revision, key count, required prefixes and sample reads.",
-        supports_check_mode=True,
-        start_to_close=timedelta(minutes=10),
-        retry=ETCD_RETRY,
-    )
+VERIFY: ModuleSpec[VerifyArgs] = ModuleSpec(
+    name="etcd.verify",
+    args_model=VerifyArgs,
+    summary="Check a (restored) member: revision, key count, required prefixes and sample reads.",
+    supports_check_mode=True,
+    start_to_close=timedelta(minutes=10),
+    retry=ETCD_RETRY,
 )
+
+# Every module of this file, listed once; `pitstop/module_catalog.py` joins the families.
+SPECS: list[ModuleSpec[Any]] = [SNAPSHOT_SAVE, SNAPSHOT_STATUS, RESTORE, SCRATCH_MEMBER, VERIFY]

@@ -4,10 +4,11 @@
 from __future__ import annotations
 
 from datetime import timedelta
+from typing import Any
 
 from pydantic import Field
 
-from pitstop.modules import ModuleArgs, ModuleSpec, RetryDefaults, register
+from pitstop.module_spec import ArgsT, ModuleArgs, ModuleSpec, RetryDefaults
 
 
 class ValidationJob(ModuleArgs):
@@ -55,17 +56,15 @@ class P2PCheckArgs(ValidationJob):
     image: str = Field(default="nvcr.io/nvidia/k8s/cuda-sample:p2pbandwidthlatencytest", description="Image.")
 
 
-def _spec(name: str, model: type[ModuleArgs], summary: str) -> ModuleSpec:
-    return register(
-        ModuleSpec(
-            name=name,
-            args_model=model,
-            summary=summary,
-            supports_check_mode=True,
-            start_to_close=timedelta(hours=2),
-            heartbeat_timeout=timedelta(seconds=60),
-            retry=RetryDefaults(maximum_attempts=3),
-        )
+def _spec(name: str, model: type[ArgsT], summary: str) -> ModuleSpec[ArgsT]:
+    return ModuleSpec(
+        name=name,
+        args_model=model,
+        summary=summary,
+        supports_check_mode=True,
+        start_to_close=timedelta(hours=2),
+        heartbeat_timeout=timedelta(seconds=60),
+        retry=RetryDefaults(maximum_attempts=3),
     )
 
 
@@ -81,3 +80,6 @@ CUDA_CHECK = _spec(
 P2P_CHECK = _spec(
     "gpu.p2p_check", P2PCheckArgs, "p2pBandwidthLatencyTest as a Job: slowest GPU pair vs minimum."
 )
+
+# Every module of this file, listed once; `pitstop/module_catalog.py` joins the families.
+SPECS: list[ModuleSpec[Any]] = [DCGM_DIAG, NCCL_TEST, CUDA_CHECK, P2P_CHECK]

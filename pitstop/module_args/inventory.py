@@ -17,7 +17,7 @@ from typing import Any
 from pydantic import Field, field_validator
 
 from pitstop.kube.selectors import check_selector
-from pitstop.modules import ModuleArgs, ModuleSpec, RetryDefaults, register
+from pitstop.module_spec import ModuleArgs, ModuleSpec, RetryDefaults
 from pitstop.versions.components import unknown_keys_message
 
 DEFAULT_GPU_SELECTOR = "nvidia.com/gpu.present=true"
@@ -95,13 +95,14 @@ class VersionsArgs(ModuleArgs):
         return check_selector(value) or ""
 
 
-VERSIONS = register(
-    ModuleSpec(
-        name="inventory.versions",
-        args_model=VersionsArgs,
-        summary="The platform's version inventory: current, target, support source, validation, rollback.",
-        supports_check_mode=True,
-        start_to_close=timedelta(minutes=3),
-        retry=RetryDefaults(maximum_attempts=3),
-    )
+VERSIONS: ModuleSpec[VersionsArgs] = ModuleSpec(
+    name="inventory.versions",
+    args_model=VersionsArgs,
+    summary="The platform's version inventory: current, target, support source, validation, rollback.",
+    supports_check_mode=True,
+    start_to_close=timedelta(minutes=3),
+    retry=RetryDefaults(maximum_attempts=3),
 )
+
+# Every module of this file, listed once; `pitstop/module_catalog.py` joins the families.
+SPECS: list[ModuleSpec[Any]] = [VERSIONS]

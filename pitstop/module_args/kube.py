@@ -15,7 +15,7 @@ from pydantic import Field, field_validator
 
 from pitstop.kube.names import check_api_version, check_name
 from pitstop.kube.selectors import check_selector
-from pitstop.modules import ModuleArgs, ModuleSpec, RetryDefaults, register
+from pitstop.module_spec import ArgsT, ModuleArgs, ModuleSpec, RetryDefaults
 
 LONG_WAIT_HEARTBEAT = timedelta(seconds=60)
 
@@ -354,25 +354,23 @@ _SHORT = timedelta(minutes=1)
 
 def _spec(
     name: str,
-    model: type[ModuleArgs],
+    model: type[ArgsT],
     summary: str,
     *,
     start_to_close: timedelta = _SHORT,
     heartbeat: timedelta | None = None,
     disruptive: bool = False,
     retry: RetryDefaults | None = None,
-) -> ModuleSpec:
-    return register(
-        ModuleSpec(
-            name=name,
-            args_model=model,
-            summary=summary,
-            supports_check_mode=True,
-            disruptive=disruptive,
-            start_to_close=start_to_close,
-            heartbeat_timeout=heartbeat,
-            retry=retry or RetryDefaults(),
-        )
+) -> ModuleSpec[ArgsT]:
+    return ModuleSpec(
+        name=name,
+        args_model=model,
+        summary=summary,
+        supports_check_mode=True,
+        disruptive=disruptive,
+        start_to_close=start_to_close,
+        heartbeat_timeout=heartbeat,
+        retry=retry or RetryDefaults(),
     )
 
 
@@ -435,3 +433,21 @@ GET = _spec(
     "Read Kubernetes objects (read-only); Secret values and Helm payloads come back redacted.",
 )
 PATCH = _spec("kube.patch", PatchArgs, "Patch a Kubernetes object; check mode shows the (redacted) diff.")
+
+# Every module of this file, listed once; `pitstop/module_catalog.py` joins the families.
+SPECS: list[ModuleSpec[Any]] = [
+    CORDON,
+    UNCORDON,
+    TAINT,
+    UNTAINT,
+    ANNOTATE,
+    DRAIN,
+    WAIT_FOR_WORKLOADS,
+    STOP_ADMISSION,
+    RESUME_ADMISSION,
+    WAIT_NODE_READY,
+    CAPACITY_CHECK,
+    JOB,
+    GET,
+    PATCH,
+]

@@ -13,7 +13,7 @@ from typing import Any, Literal
 from pydantic import Field, field_validator, model_validator
 
 from pitstop.compat.deprecations import TargetVersionError, kube_minor_of
-from pitstop.modules import ModuleArgs, ModuleSpec, RetryDefaults, register
+from pitstop.module_spec import ArgsT, ModuleArgs, ModuleSpec, RetryDefaults
 
 
 def _as_list(value: object) -> object:
@@ -128,17 +128,15 @@ class ApplyArgs(ModuleArgs):
         return self
 
 
-def _spec(name: str, model: type[ModuleArgs], summary: str, minutes: int) -> ModuleSpec:
-    return register(
-        ModuleSpec(
-            name=name,
-            args_model=model,
-            summary=summary,
-            supports_check_mode=True,
-            start_to_close=timedelta(minutes=minutes),
-            heartbeat_timeout=timedelta(seconds=60),
-            retry=RetryDefaults(),
-        )
+def _spec(name: str, model: type[ArgsT], summary: str, minutes: int) -> ModuleSpec[ArgsT]:
+    return ModuleSpec(
+        name=name,
+        args_model=model,
+        summary=summary,
+        supports_check_mode=True,
+        start_to_close=timedelta(minutes=minutes),
+        heartbeat_timeout=timedelta(seconds=60),
+        retry=RetryDefaults(),
     )
 
 
@@ -157,3 +155,6 @@ CRD_WEBHOOK_CHECK = _spec(
 APPLY = _spec(
     "kube.apply", ApplyArgs, "Apply manifests as `kubectl apply` does (client-side, last-applied).", 10
 )
+
+# Every module of this file, listed once; `pitstop/module_catalog.py` joins the families.
+SPECS: list[ModuleSpec[Any]] = [DEPRECATIONS, CRD_WEBHOOK_CHECK, APPLY]

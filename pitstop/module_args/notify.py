@@ -7,7 +7,7 @@ from typing import Any, Self
 
 from pydantic import Field, model_validator
 
-from pitstop.modules import ModuleArgs, ModuleSpec, RetryDefaults, register
+from pitstop.module_spec import ModuleArgs, ModuleSpec, RetryDefaults
 
 RUN_THREAD = "run"
 # A notification is worth a few tries, not a stuck task: Slack answers in milliseconds or
@@ -49,14 +49,15 @@ class SlackArgs(ModuleArgs):
         return self
 
 
-SLACK = register(
-    ModuleSpec(
-        name="notify.slack",
-        args_model=SlackArgs,
-        summary="Post a Slack message to a channel or into the run's thread; returns its channel and ts.",
-        supports_check_mode=True,
-        start_to_close=timedelta(seconds=30),
-        retry=NOTIFY_RETRY,
-        free_form_arg="text",
-    )
+SLACK: ModuleSpec[SlackArgs] = ModuleSpec(
+    name="notify.slack",
+    args_model=SlackArgs,
+    summary="Post a Slack message to a channel or into the run's thread; returns its channel and ts.",
+    supports_check_mode=True,
+    start_to_close=timedelta(seconds=30),
+    retry=NOTIFY_RETRY,
+    free_form_arg="text",
 )
+
+# Every module of this file, listed once; `pitstop/module_catalog.py` joins the families.
+SPECS: list[ModuleSpec[Any]] = [SLACK]

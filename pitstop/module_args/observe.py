@@ -4,11 +4,12 @@
 from __future__ import annotations
 
 from datetime import timedelta
+from typing import Any
 
 from pydantic import Field, field_validator
 
 from pitstop.kube.names import check_name
-from pitstop.modules import ModuleArgs, ModuleSpec, RetryDefaults, register
+from pitstop.module_spec import ModuleArgs, ModuleSpec, RetryDefaults
 
 
 class ObserveArgs(ModuleArgs):
@@ -35,13 +36,14 @@ class ObserveArgs(ModuleArgs):
         return [check_name(name, "node name") for name in value]
 
 
-OBSERVE = register(
-    ModuleSpec(
-        name="kube.observe",
-        args_model=ObserveArgs,
-        summary="Check nodes are Ready, pods on them do not restart, no GPU error events.",
-        supports_check_mode=True,
-        start_to_close=timedelta(minutes=2),
-        retry=RetryDefaults(maximum_attempts=3),
-    )
+OBSERVE: ModuleSpec[ObserveArgs] = ModuleSpec(
+    name="kube.observe",
+    args_model=ObserveArgs,
+    summary="Check nodes are Ready, pods on them do not restart, no GPU error events.",
+    supports_check_mode=True,
+    start_to_close=timedelta(minutes=2),
+    retry=RetryDefaults(maximum_attempts=3),
 )
+
+# Every module of this file, listed once; `pitstop/module_catalog.py` joins the families.
+SPECS: list[ModuleSpec[Any]] = [OBSERVE]

@@ -9,7 +9,7 @@ from pydantic import Field, field_validator
 
 from pitstop.contracts import RunVars
 from pitstop.module_args.storage import DEFAULT_PREFIX, STORAGE_RETRY, S3Args
-from pitstop.modules import ModuleArgs, ModuleSpec, register
+from pitstop.module_spec import ModuleArgs, ModuleSpec
 
 
 def _none_is_empty(value: object) -> object:
@@ -51,15 +51,13 @@ class DrillReportArgs(S3Args):
         return None if isinstance(value, str) and not value.strip() else value
 
 
-DRILL_REPORT = register(
-    ModuleSpec(
-        name="records.drill_report",
-        args_model=DrillReportArgs,
-        summary="Restore-drill report: RTO, RPO, sizes, checksums, pass/fail with reasons (JSON + Markdown).",
-        supports_check_mode=True,
-        start_to_close=timedelta(minutes=5),
-        retry=STORAGE_RETRY,
-    )
+DRILL_REPORT: ModuleSpec[DrillReportArgs] = ModuleSpec(
+    name="records.drill_report",
+    args_model=DrillReportArgs,
+    summary="Restore-drill report: RTO, RPO, sizes, checksums, pass/fail with reasons (JSON + Markdown).",
+    supports_check_mode=True,
+    start_to_close=timedelta(minutes=5),
+    retry=STORAGE_RETRY,
 )
 
 
@@ -144,14 +142,15 @@ class ChangeRecordArgs(S3Args):
         return _none_is_empty(value)
 
 
-CHANGE_RECORD = register(
-    ModuleSpec(
-        name="records.change_record",
-        args_model=ChangeRecordArgs,
-        summary="Change record of an upgrade: goal and risk, version diff, compatibility sources, "
-        "canary, validation, observation, rollback triggers, failures and follow-ups (JSON + Markdown).",
-        supports_check_mode=True,
-        start_to_close=timedelta(minutes=5),
-        retry=STORAGE_RETRY,
-    )
+CHANGE_RECORD: ModuleSpec[ChangeRecordArgs] = ModuleSpec(
+    name="records.change_record",
+    args_model=ChangeRecordArgs,
+    summary="Change record of an upgrade: goal and risk, version diff, compatibility sources, "
+    "canary, validation, observation, rollback triggers, failures and follow-ups (JSON + Markdown).",
+    supports_check_mode=True,
+    start_to_close=timedelta(minutes=5),
+    retry=STORAGE_RETRY,
 )
+
+# Every module of this file, listed once; `pitstop/module_catalog.py` joins the families.
+SPECS: list[ModuleSpec[Any]] = [DRILL_REPORT, CHANGE_RECORD]

@@ -5,10 +5,11 @@ touches this one)."""
 from __future__ import annotations
 
 from datetime import timedelta
+from typing import Any
 
 from pydantic import Field, field_validator
 
-from pitstop.modules import ModuleArgs, ModuleSpec, register
+from pitstop.module_spec import ModuleArgs, ModuleSpec
 from pitstop.runbook.durations import parse_duration
 
 
@@ -40,12 +41,13 @@ class RequireRunArgs(ModuleArgs):
         return None if isinstance(value, str) and not value.strip() else value
 
 
-REQUIRE_RUN = register(
-    ModuleSpec(
-        name="runs.require",
-        args_model=RequireRunArgs,
-        summary="Another run must have done this first (e.g. the lab rehearsal): checked in Temporal.",
-        supports_check_mode=True,
-        start_to_close=timedelta(minutes=1),
-    )
+REQUIRE_RUN: ModuleSpec[RequireRunArgs] = ModuleSpec(
+    name="runs.require",
+    args_model=RequireRunArgs,
+    summary="Another run must have done this first (e.g. the lab rehearsal): checked in Temporal.",
+    supports_check_mode=True,
+    start_to_close=timedelta(minutes=1),
 )
+
+# Every module of this file, listed once; `pitstop/module_catalog.py` joins the families.
+SPECS: list[ModuleSpec[Any]] = [REQUIRE_RUN]

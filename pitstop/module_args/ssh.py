@@ -7,26 +7,23 @@ Connection settings are not arguments: they come from the inventory (`ansible_ho
 from __future__ import annotations
 
 from datetime import timedelta
-from typing import Self
+from typing import Any, Self
 
 from pydantic import Field, field_validator, model_validator
 
-from pitstop.modules import ModuleArgs, ModuleSpec, RetryDefaults, register
+from pitstop.errors import ErrorType, non_retryable_types
+from pitstop.module_spec import ModuleArgs, ModuleSpec, RetryDefaults
 from pitstop.runbook.durations import Duration
 from pitstop.ssh import protocol
 
-_NON_RETRYABLE = (
-    *RetryDefaults().non_retryable_error_types,
-    "HostKeyMismatch",
-    "FirmwareUpdateFailed",
-    "RebootTimeout",
-)
 # Unreachable hosts and safe-to-repeat disconnects are retried a few times, then reported.
 SSH_RETRY = RetryDefaults(
     maximum_attempts=4,
     initial_interval=timedelta(seconds=1),
     maximum_interval=timedelta(seconds=10),
-    non_retryable_error_types=_NON_RETRYABLE,
+    non_retryable_error_types=non_retryable_types(
+        ErrorType.HOST_KEY_MISMATCH, ErrorType.FIRMWARE_UPDATE_FAILED, ErrorType.REBOOT_TIMEOUT
+    ),
 )
 
 
@@ -182,73 +179,64 @@ class RebootArgs(_BecomeRootArgs):
     poll_interval: Duration = Field(default=1.0, gt=0, description="Pause between attempts while waiting.")
 
 
-COMMAND = register(
-    ModuleSpec(
-        name="ssh.command",
-        args_model=CommandArgs,
-        summary="Run a command on the host over SSH (rc, stdout, stderr); `creates`/`removes` as in Ansible.",
-        # A command can do anything: in check mode the engine reports it skipped without
-        # contacting the host, unless the task says `check_mode: false`.
-        supports_check_mode=False,
-        start_to_close=timedelta(hours=1),
-        heartbeat_timeout=timedelta(seconds=60),
-        retry=SSH_RETRY,
-        free_form_arg="cmd",
-    )
+COMMAND: ModuleSpec[CommandArgs] = ModuleSpec(
+    name="ssh.command",
+    args_model=CommandArgs,
+    summary="Run a command on the host over SSH (rc, stdout, stderr); `creates`/`removes` as in Ansible.",
+    # A command can do anything: in check mode the engine reports it skipped without
+    # contacting the host, unless the task says `check_mode: false`.
+    supports_check_mode=False,
+    start_to_close=timedelta(hours=1),
+    heartbeat_timeout=timedelta(seconds=60),
+    retry=SSH_RETRY,
+    free_form_arg="cmd",
 )
-SCRIPT = register(
-    ModuleSpec(
-        name="ssh.script",
-        args_model=ScriptArgs,
-        summary="Upload a script to the host and run it with arguments.",
-        supports_check_mode=False,
-        start_to_close=timedelta(hours=1),
-        heartbeat_timeout=timedelta(seconds=60),
-        retry=SSH_RETRY,
-    )
+SCRIPT: ModuleSpec[ScriptArgs] = ModuleSpec(
+    name="ssh.script",
+    args_model=ScriptArgs,
+    summary="Upload a script to the host and run it with arguments.",
+    supports_check_mode=False,
+    start_to_close=timedelta(hours=1),
+    heartbeat_timeout=timedelta(seconds=60),
+    retry=SSH_RETRY,
 )
-COPY = register(
-    ModuleSpec(
-        name="ssh.copy",
-        args_model=CopyArgs,
-        summary="Write a file on the host over SFTP: SHA-256 verified, atomic, changed only when it differs.",
-        supports_check_mode=True,
-        start_to_close=timedelta(minutes=30),
-        heartbeat_timeout=timedelta(seconds=60),
-        retry=SSH_RETRY,
-    )
+COPY: ModuleSpec[CopyArgs] = ModuleSpec(
+    name="ssh.copy",
+    args_model=CopyArgs,
+    summary="Write a file on the host over SFTP: SHA-256 verified, atomic, changed only when it differs.",
+    supports_check_mode=True,
+    start_to_close=timedelta(minutes=30),
+    heartbeat_timeout=timedelta(seconds=60),
+    retry=SSH_RETRY,
 )
-FACTS = register(
-    ModuleSpec(
-        name="ssh.facts",
-        args_model=FactsArgs,
-        summary="Gather OS, kernel, boot id, GPUs and driver (nvidia-smi) and firmware version.",
-        supports_check_mode=True,
-        start_to_close=timedelta(minutes=2),
-        retry=SSH_RETRY,
-    )
+FACTS: ModuleSpec[FactsArgs] = ModuleSpec(
+    name="ssh.facts",
+    args_model=FactsArgs,
+    summary="Gather OS, kernel, boot id, GPUs and driver (nvidia-smi) and firmware version.",
+    supports_check_mode=True,
+    start_to_close=timedelta(minutes=2),
+    retry=SSH_RETRY,
 )
-FIRMWARE_UPDATE = register(
-    ModuleSpec(
-        name="ssh.firmware_update",
-        args_model=FirmwareUpdateArgs,
-        summary="Flash firmware with the node's updater once; skip when at target; reports reboot_required.",
-        supports_check_mode=True,
-        disruptive=True,
-        start_to_close=timedelta(hours=2),
-        heartbeat_timeout=timedelta(seconds=30),
-        retry=SSH_RETRY,
-    )
+FIRMWARE_UPDATE: ModuleSpec[FirmwareUpdateArgs] = ModuleSpec(
+    name="ssh.firmware_update",
+    args_model=FirmwareUpdateArgs,
+    summary="Flash firmware with the node's updater once; skip when at target; reports reboot_required.",
+    supports_check_mode=True,
+    disruptive=True,
+    start_to_close=timedelta(hours=2),
+    heartbeat_timeout=timedelta(seconds=30),
+    retry=SSH_RETRY,
 )
-REBOOT = register(
-    ModuleSpec(
-        name="ssh.reboot",
-        args_model=RebootArgs,
-        summary="Reboot the host and wait until SSH answers with a new boot id.",
-        supports_check_mode=True,
-        disruptive=True,
-        start_to_close=timedelta(hours=1),
-        heartbeat_timeout=timedelta(seconds=30),
-        retry=SSH_RETRY,
-    )
+REBOOT: ModuleSpec[RebootArgs] = ModuleSpec(
+    name="ssh.reboot",
+    args_model=RebootArgs,
+    summary="Reboot the host and wait until SSH answers with a new boot id.",
+    supports_check_mode=True,
+    disruptive=True,
+    start_to_close=timedelta(hours=1),
+    heartbeat_timeout=timedelta(seconds=30),
+    retry=SSH_RETRY,
 )
+
+# Every module of this file, listed once; `pitstop/module_catalog.py` joins the families.
+SPECS: list[ModuleSpec[Any]] = [COMMAND, SCRIPT, COPY, FACTS, FIRMWARE_UPDATE, REBOOT]

@@ -19,18 +19,18 @@ from typing import Any, Literal, Self
 
 from pydantic import Field, field_validator, model_validator
 
-from pitstop.modules import ModuleArgs, ModuleSpec, RetryDefaults, SecretRef, register
+from pitstop.errors import ErrorType, non_retryable_types
+from pitstop.module_spec import ModuleArgs, ModuleSpec, RetryDefaults, SecretRef
 
 _BUCKET = re.compile(r"^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$")
 _HEX64 = re.compile(r"^[0-9a-f]{64}$")
 DEFAULT_PREFIX = "etcd-backups"
 
-_NON_RETRYABLE = (*RetryDefaults().non_retryable_error_types, "ChecksumMismatch", "NotFound")
 STORAGE_RETRY = RetryDefaults(
     maximum_attempts=5,
     initial_interval=timedelta(seconds=1),
     maximum_interval=timedelta(seconds=30),
-    non_retryable_error_types=_NON_RETRYABLE,
+    non_retryable_error_types=non_retryable_types(ErrorType.CHECKSUM_MISMATCH, ErrorType.NOT_FOUND),
 )
 
 
@@ -173,45 +173,40 @@ class RetentionArgs(_SnapshotsArgs):
         return self
 
 
-UPLOAD = register(
-    ModuleSpec(
-        name="storage.upload",
-        args_model=UploadArgs,
-        summary="Streamed multipart upload with SHA-256 metadata, verified after upload; idempotent.",
-        supports_check_mode=True,
-        start_to_close=timedelta(hours=2),
-        heartbeat_timeout=timedelta(minutes=2),
-        retry=STORAGE_RETRY,
-    )
+UPLOAD: ModuleSpec[UploadArgs] = ModuleSpec(
+    name="storage.upload",
+    args_model=UploadArgs,
+    summary="Streamed multipart upload with SHA-256 metadata, verified after upload; idempotent.",
+    supports_check_mode=True,
+    start_to_close=timedelta(hours=2),
+    heartbeat_timeout=timedelta(minutes=2),
+    retry=STORAGE_RETRY,
 )
-LATEST = register(
-    ModuleSpec(
-        name="storage.latest",
-        args_model=LatestArgs,
-        summary="The newest snapshot of a cluster in the bucket (key, time, size, metadata).",
-        supports_check_mode=True,
-        start_to_close=timedelta(minutes=5),
-        retry=STORAGE_RETRY,
-    )
+LATEST: ModuleSpec[LatestArgs] = ModuleSpec(
+    name="storage.latest",
+    args_model=LatestArgs,
+    summary="The newest snapshot of a cluster in the bucket (key, time, size, metadata).",
+    supports_check_mode=True,
+    start_to_close=timedelta(minutes=5),
+    retry=STORAGE_RETRY,
 )
-DOWNLOAD = register(
-    ModuleSpec(
-        name="storage.download",
-        args_model=DownloadArgs,
-        summary="Streamed download to a file, SHA-256 checked against the object's metadata.",
-        supports_check_mode=True,
-        start_to_close=timedelta(hours=2),
-        heartbeat_timeout=timedelta(minutes=2),
-        retry=STORAGE_RETRY,
-    )
+DOWNLOAD: ModuleSpec[DownloadArgs] = ModuleSpec(
+    name="storage.download",
+    args_model=DownloadArgs,
+    summary="Streamed download to a file, SHA-256 checked against the object's metadata.",
+    supports_check_mode=True,
+    start_to_close=timedelta(hours=2),
+    heartbeat_timeout=timedelta(minutes=2),
+    retry=STORAGE_RETRY,
 )
-RETENTION = register(
-    ModuleSpec(
-        name="storage.retention",
-        args_model=RetentionArgs,
-        summary="Delete old snapshots (exponential or keep-last-N), never the newest verified one.",
-        supports_check_mode=True,
-        start_to_close=timedelta(minutes=15),
-        retry=STORAGE_RETRY,
-    )
+RETENTION: ModuleSpec[RetentionArgs] = ModuleSpec(
+    name="storage.retention",
+    args_model=RetentionArgs,
+    summary="Delete old snapshots (exponential or keep-last-N), never the newest verified one.",
+    supports_check_mode=True,
+    start_to_close=timedelta(minutes=15),
+    retry=STORAGE_RETRY,
 )
+
+# Every module of this file, listed once; `pitstop/module_catalog.py` joins the families.
+SPECS: list[ModuleSpec[Any]] = [UPLOAD, LATEST, DOWNLOAD, RETENTION]

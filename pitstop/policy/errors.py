@@ -11,8 +11,10 @@ from __future__ import annotations
 
 from temporalio.exceptions import ApplicationError
 
+from pitstop.errors import ErrorType
+
 POLICY_ENV = "PITSTOP_WORKER_POLICY"
-VIOLATION = "PolicyViolation"
+VIOLATION = ErrorType.POLICY_VIOLATION.value
 ASK_OPERATOR = f"ask the worker's operator to add it to {POLICY_ENV}"
 
 

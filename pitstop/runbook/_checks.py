@@ -8,7 +8,7 @@ from typing import Any, TypeVar, get_args
 
 from pydantic import BaseModel, ValidationError
 
-from pitstop.modules import SecretRef
+from pitstop.module_spec import SecretRef
 from pitstop.runbook._yaml import Node
 from pitstop.runbook.errors import RunbookError, suggest
 from pitstop.runbook.templating import TemplateError, check_syntax, is_template

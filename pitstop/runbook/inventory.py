@@ -17,7 +17,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field
 
 from pitstop.kube.selectors import parse_selector, selector_matches
-from pitstop.modules import SecretRef
+from pitstop.module_spec import SecretRef
 from pitstop.runbook._checks import (
     check_inline_secrets,
     check_secret_ref_fields,

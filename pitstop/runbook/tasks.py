@@ -319,7 +319,7 @@ class TaskParser:
         data["task_id"] = task_id
         return data
 
-    def _module_args(self, spec: ModuleSpec, node: Node) -> dict[str, Any]:
+    def _module_args(self, spec: ModuleSpec[Any], node: Node) -> dict[str, Any]:
         raw = node.value
         if raw is None:
             raw = {}
@@ -338,7 +338,7 @@ class TaskParser:
         return self._validate_args(spec, raw, node, free_form=False)
 
     def _validate_args(
-        self, spec: ModuleSpec, raw: dict[str, Any], node: Node, *, free_form: bool
+        self, spec: ModuleSpec[Any], raw: dict[str, Any], node: Node, *, free_form: bool
     ) -> dict[str, Any]:
         model = spec.args_model
         known = field_keys(model)

@@ -10,14 +10,14 @@ from __future__ import annotations
 
 from temporalio.exceptions import ApplicationError
 
-HOST_KEY_MISMATCH = "HostKeyMismatch"
-UNAUTHORIZED = "Unauthorized"
-UNREACHABLE = "HostUnreachable"
-CONNECTION_LOST = "ConnectionLost"
-PRECONDITION_FAILED = "PreconditionFailed"
-INVALID_ARGS = "InvalidArgs"
+from pitstop.errors import ErrorType
 
-NON_RETRYABLE_SSH_ERRORS = (HOST_KEY_MISMATCH,)
+HOST_KEY_MISMATCH = ErrorType.HOST_KEY_MISMATCH.value
+UNAUTHORIZED = ErrorType.UNAUTHORIZED.value
+UNREACHABLE = ErrorType.HOST_UNREACHABLE.value
+CONNECTION_LOST = ErrorType.CONNECTION_LOST.value
+PRECONDITION_FAILED = ErrorType.PRECONDITION_FAILED.value
+INVALID_ARGS = ErrorType.INVALID_ARGS.value
 
 
 class ChannelLost(Exception):

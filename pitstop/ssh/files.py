@@ -19,6 +19,7 @@ from dataclasses import dataclass
 import paramiko
 from temporalio.exceptions import ApplicationError
 
+from pitstop.errors import ErrorType
 from pitstop.ssh.commands import with_become
 from pitstop.ssh.connect import Connection
 from pitstop.ssh.errors import invalid_args, precondition
@@ -159,7 +160,7 @@ def upload(
             raise ApplicationError(
                 f"checksum mismatch after uploading {dest} to {conn.target.name}: "
                 f"sent sha256 {digest}, the host has {got}",
-                type="ChecksumMismatch",
+                type=ErrorType.CHECKSUM_MISMATCH.value,
             )
         if not become:
             set_attributes(conn, staged, mode=None, owner=owner, group=group, become=False)

@@ -25,6 +25,7 @@ from typing import Literal
 
 from temporalio.exceptions import ApplicationError
 
+from pitstop.errors import ErrorType
 from pitstop.ssh import protocol
 from pitstop.ssh.commands import with_become
 from pitstop.ssh.connect import Connection
@@ -271,7 +272,7 @@ class FirmwareJob:
             return ApplicationError(
                 f"{self.updater} --apply failed on {host} (rc {probe.apply_rc}); firmware stays at "
                 f"{probe.current}. Updater output:\n{tail}",
-                type="FirmwareUpdateFailed",
+                type=ErrorType.FIRMWARE_UPDATE_FAILED.value,
                 non_retryable=True,
             )
         if step == "interrupted":

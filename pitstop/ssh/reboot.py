@@ -13,6 +13,7 @@ from typing import Any
 
 from temporalio.exceptions import ApplicationError
 
+from pitstop.errors import ErrorType
 from pitstop.ssh.commands import with_become
 from pitstop.ssh.errors import UNREACHABLE, ChannelLost, precondition
 from pitstop.ssh.execute import run_command
@@ -20,7 +21,7 @@ from pitstop.ssh.parsers import first_line
 from pitstop.ssh.pool import SSHPool
 from pitstop.ssh.target import SSHTarget
 
-REBOOT_TIMEOUT_TYPE = "RebootTimeout"
+REBOOT_TIMEOUT_TYPE = ErrorType.REBOOT_TIMEOUT.value
 COMMAND_DEADLINE_S = 30.0
 
 

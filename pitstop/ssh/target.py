@@ -17,7 +17,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict
 
 from pitstop.contracts import ModuleCall
-from pitstop.modules import SecretRef
+from pitstop.module_spec import SecretRef
 from pitstop.policy.clusters import cluster_rule
 from pitstop.policy.errors import policy_violation
 from pitstop.policy.grants import check_grant

@@ -20,13 +20,15 @@ from temporalio.client import Client
 from temporalio.exceptions import ApplicationError
 
 from activities.kube.apply import apply
-from activities.kube.common import fail, kube_module
+from activities.kube.common import kube_module
 from activities.kube.generic import get, patch
 from pitstop.contracts import ModuleCall, ModuleResult
+from pitstop.errors import ErrorType, fail
 from pitstop.helm import HelmRelease, encode_payload, encode_release
 from pitstop.kube.apply import LAST_APPLIED, last_applied_of
 from pitstop.kube.diff import object_diff
 from pitstop.kube.redact import collecting, redact_object, redact_pair, redact_tree, scrub_text
+from pitstop.module_spec import ModuleArgs, ModuleSpec
 from pitstop_sim import SimCluster
 from tests.integration.engine.conftest import StartFn
 from tests.integration.kube import conftest as kube_fixtures
@@ -242,15 +244,25 @@ def test_kube_apply_of_a_secret_manifest_diffs_without_values(
     assert base64.b64decode(live["data"]["token"]) == rotated, "the cluster got the real value"
 
 
-@kube_module("test.leaky_secret_reader")
-def _leaky(call: ModuleCall) -> ModuleResult:
+class _LeakyArgs(ModuleArgs):
+    secret: dict[str, Any]
+    fail: bool = False
+
+
+LEAKY: ModuleSpec[_LeakyArgs] = ModuleSpec(
+    name="test.leaky_secret_reader", args_model=_LeakyArgs, summary="every mistake at once"
+)
+
+
+@kube_module(LEAKY)
+def _leaky(call: ModuleCall, args: _LeakyArgs) -> ModuleResult:
     """A module that makes every mistake at once: returns an object, echoes a value it
     redacted into its text, then fails with it in the message."""
-    secret = call.args["secret"]
+    secret = args.secret
     shown = redact_object(secret)
     value = base64.b64decode(secret["data"]["token"]).decode()
-    if call.args.get("fail"):
-        fail("PreconditionFailed", f"token {value} rejected ({secret['data']['token']})")
+    if args.fail:
+        fail(ErrorType.PRECONDITION_FAILED, f"token {value} rejected ({secret['data']['token']})")
     return ModuleResult(
         msg=f"read {value}", stdout=value, data={"shown": shown, "raw": secret, "copied": [f"value={value}"]}
     )
