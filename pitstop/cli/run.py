@@ -126,25 +126,12 @@ def _request(
         for name in (runbook_name, inventory_name):
             if name is not None and (Path(name).is_absolute() or ".." in Path(name).parts):
                 _fail(f"--on-worker: {name!r} must be relative to the worker's runbook directory")
-        return RunRequest(
-            runbook=runbook_name,
-            inventory=inventory_name,
-            files=files,
-            limit=limit,
-            vars=_parse_vars(extra),
-            check_mode=check,
-            tags=_split(tags),
-            skip_tags=_split(skip_tags),
-            requested_by=requester,
-        )
-    try:
-        files, runbook_name, inventory_name = collect(runbook, inventory)
-    except RunbookError as exc:
-        _fail(str(exc))
-        raise
-    except BundleError as exc:
-        _fail(str(exc))
-        raise
+    else:
+        try:
+            files, runbook_name, inventory_name = collect(runbook, inventory)
+        except (RunbookError, BundleError) as exc:
+            _fail(str(exc))
+            raise
     return RunRequest(
         runbook=runbook_name,
         inventory=inventory_name,
