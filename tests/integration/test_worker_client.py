@@ -23,7 +23,7 @@ with workflow.unsafe.imports_passed_through():
     from pydantic import BaseModel
     from temporalio.client import Client
 
-    import worker
+    from pitstop import worker_app
     from pitstop.client import PitstopConnectionError, connect
     from pitstop.devstack import free_port
     from pitstop.settings import Settings
@@ -78,7 +78,7 @@ async def test_workflow_and_activity_run_through_build_worker_with_spans(
     spans = InMemorySpanExporter()
     setup_tracing("pitstop-tests", environ={}, extra_exporters=[spans])
 
-    async with worker.build_worker(
+    async with worker_app.build_worker(
         temporal_client, task_queue, workflows=[GreetWorkflow], activities=[shout]
     ):
         result = await temporal_client.execute_workflow(
@@ -111,8 +111,8 @@ async def test_connect_to_unreachable_address_says_what_to_do() -> None:
 async def test_build_worker_with_nothing_to_serve_is_a_clear_error(
     temporal_client: Client, task_queue: str
 ) -> None:
-    with pytest.raises(worker.EmptyRegistryError, match="no workflows or activities are registered"):
-        worker.build_worker(temporal_client, task_queue, workflows=[], activities=[])
+    with pytest.raises(worker_app.EmptyRegistryError, match="no workflows or activities are registered"):
+        worker_app.build_worker(temporal_client, task_queue, workflows=[], activities=[])
 
 
 def test_worker_process_with_empty_registries_exits_with_message() -> None:
@@ -182,7 +182,7 @@ async def test_sigterm_lets_the_running_activity_finish(
             task_queue=task_queue,
         )
         # A loaded machine can take a while to import the worker; wait on the marker itself
-        # (a file another process writes: there is no event to await, so poll it).
+        # (written by another process: there is no event to await).
         deadline = asyncio.get_running_loop().time() + 120
         while not marker.exists() and asyncio.get_running_loop().time() < deadline:  # noqa: ASYNC110
             await asyncio.sleep(0.05)
