@@ -34,7 +34,7 @@ class _HangUpOnAuth(paramiko.ServerInterface):
         self.auth_attempts += 1
         assert self.transport is not None
         self.transport.close()
-        return paramiko.AUTH_FAILED
+        return int(paramiko.common.AUTH_FAILED)
 
 
 @pytest.fixture
@@ -83,7 +83,7 @@ def test_hang_up_during_authentication_is_unreachable_and_retryable(
     port, known, server = hanging_server
     close_all()
     with pytest.raises(ApplicationError) as err:
-        lab.run(ssh_command, lab.call("ssh.command", {"cmd": "true"}, port=port, known_hosts=known))  # type: ignore[arg-type]
+        lab.run(ssh_command, lab.call("ssh.command", {"cmd": "true"}, port=port, known_hosts=known))
     assert server.auth_attempts >= 1  # it did get as far as authentication
     assert err.value.type == "HostUnreachable" and not err.value.non_retryable
     assert f"cannot reach 127.0.0.1:{port} over SSH" in str(err.value)
