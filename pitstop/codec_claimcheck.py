@@ -185,8 +185,8 @@ class ClaimCheckCodec(PayloadCodec):
                 blob = self.store.get(ref.sha256)
             except PayloadStoreError as exc:
                 raise BlobStoreUnavailableError(
-                    f"payload blob {ref.sha256} could not be read: {exc}; the workflow task is retried, "
-                    f"check that this process reaches the store ({STORE_ENV})"
+                    f"payload blob {ref.sha256} could not be read: {exc}; check that this process "
+                    f"reaches the store ({STORE_ENV}); a worker retries the workflow task"
                 ) from None
             if blob is None:
                 raise BlobMissingError(
@@ -194,8 +194,8 @@ class ClaimCheckCodec(PayloadCodec):
                     f"this process's payload store {self.store.describe()}: every worker, client and "
                     f"the codec server must share one store ({STORE_ENV}; S3 or a shared volume in "
                     "production), and a blob must not be deleted while a history refers to it. Point "
-                    "this process at the store that holds it, or restore the blob; the workflow task "
-                    "is retried"
+                    "this process at the store that holds it, or restore the blob (a worker retries "
+                    "the workflow task)"
                 )
             self._verify(ref, blob)
             self.cache.put(ref.sha256, blob)
