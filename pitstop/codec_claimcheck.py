@@ -50,6 +50,7 @@ DEFAULT_THRESHOLD = 128 * 1024
 # queried every second); older ones are, which refreshes their time for garbage collection.
 REWRITE_AFTER_SECONDS = 600.0
 _RECENT_WRITES = 4096
+_METADATA_ALLOWANCE = 4096
 # A reference is untrusted input; nothing pitstop writes comes near this.
 MAX_BLOB_BYTES = 1024 * 1024 * 1024
 
@@ -123,7 +124,7 @@ class ClaimCheckCodec(PayloadCodec):
 
     async def encode(self, payloads: Sequence[Payload]) -> list[Payload]:
         encoded = await self.inner.encode(payloads) if self.inner is not None else list(payloads)
-        large = [i for i, p in enumerate(encoded) if p.ByteSize() > self.threshold and not is_reference(p)]
+        large = [i for i, p in enumerate(encoded) if self._over_threshold(p)]
         if not large:
             return encoded
         blobs = [encoded[i].SerializeToString() for i in large]
@@ -131,6 +132,15 @@ class ClaimCheckCodec(PayloadCodec):
         for i, ref in zip(large, refs, strict=True):
             encoded[i] = Payload(metadata={"encoding": ENCODING}, data=ref.model_dump_json().encode())
         return encoded
+
+    def _over_threshold(self, payload: Payload) -> bool:
+        # With upb, ByteSize() serializes the payload and `.data` copies it: both cost a pass
+        # over the bytes. Reading the data's length first (the cheaper pass) settles normal
+        # traffic; the exact size is computed only near the threshold. The metadata pitstop's
+        # converters write (encoding, message type, key id) is far below the allowance.
+        if len(payload.data) + _METADATA_ALLOWANCE <= self.threshold:
+            return False
+        return payload.ByteSize() > self.threshold and not is_reference(payload)
 
     async def decode(self, payloads: Sequence[Payload]) -> list[Payload]:
         refs = {i: reference_of(p) for i, p in enumerate(payloads) if is_reference(p)}

@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Protocol
 
 STORE_ENV = "PITSTOP_PAYLOAD_STORE"
+S3_ENDPOINT_ENV = "PITSTOP_PAYLOAD_S3_ENDPOINT"
 DEFAULT_DIR_NAME = "payloads"
 _DIGEST = re.compile(r"^[0-9a-f]{64}$")
 

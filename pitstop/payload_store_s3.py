@@ -27,12 +27,11 @@ import boto3
 from botocore.config import Config
 from botocore.exceptions import BotoCoreError, ClientError
 
-from pitstop.payload_store import BlobInfo, PayloadStoreError, check_digest
+from pitstop.payload_store import S3_ENDPOINT_ENV, BlobInfo, PayloadStoreError, check_digest
 
 if TYPE_CHECKING:
     from mypy_boto3_s3 import S3Client
 
-ENDPOINT_ENV = "PITSTOP_PAYLOAD_S3_ENDPOINT"
 _BUCKET = re.compile(r"^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$")
 _MISSING = {"NoSuchKey", "404", "NotFound"}
 
@@ -57,7 +56,7 @@ class S3Store:
         parts = urlsplit(url)
         if parts.scheme != "s3" or not parts.netloc or parts.query or parts.fragment:
             raise PayloadStoreError(f"{url!r} is not an S3 payload store; use s3://bucket/prefix")
-        return cls(parts.netloc, parts.path, endpoint_url or os.environ.get(ENDPOINT_ENV) or None)
+        return cls(parts.netloc, parts.path, endpoint_url or os.environ.get(S3_ENDPOINT_ENV) or None)
 
     def describe(self) -> str:
         where = f"s3://{self.bucket}/{self.prefix}" if self.prefix else f"s3://{self.bucket}"
