@@ -19,7 +19,8 @@ RUN apt-get update \
 RUN groupadd --system --gid 10001 pitstop \
     && useradd --system --uid 10001 --gid pitstop --home-dir /home/pitstop --create-home \
        --shell /usr/sbin/nologin pitstop \
-    && install -d -o pitstop -g pitstop -m 0700 /var/lib/pitstop /home/pitstop/.kube /home/pitstop/.ssh
+    && install -d -o pitstop -g pitstop -m 0700 /var/lib/pitstop /var/lib/pitstop-payloads \
+       /home/pitstop/.kube /home/pitstop/.ssh
 
 WORKDIR /app
 # .dockerignore keeps the venv, caches, tests and local secrets out of the context.

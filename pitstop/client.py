@@ -2,8 +2,8 @@
 
 Every client (CLI, worker, Slack bridge, schedules, demo, tests, replayer) goes through
 `connect` or `data_converter`, so the data converter (pydantic, plus AES-GCM payload
-encryption when keys are configured) and the tracing interceptor are the same on both sides
-of every call.
+encryption when keys are configured, then the claim-check of large payloads into the payload
+store) and the tracing interceptor are the same on both sides of every call.
 """
 
 from __future__ import annotations
@@ -15,11 +15,14 @@ from pathlib import Path
 from temporalio.client import Client, Interceptor
 from temporalio.contrib.opentelemetry import TracingInterceptor
 from temporalio.contrib.pydantic import pydantic_data_converter
-from temporalio.converter import DataConverter, DefaultFailureConverterWithEncodedAttributes
+from temporalio.converter import DataConverter, DefaultFailureConverterWithEncodedAttributes, PayloadCodec
 from temporalio.service import TLSConfig
 
 from pitstop.codec import AesGcmCodec
+from pitstop.codec_claimcheck import DEFAULT_THRESHOLD, ClaimCheckCodec
 from pitstop.codec_keys import CodecKeyError, Keyring, keyring_for
+from pitstop.payload_store import BlobStore, PayloadStoreError, open_store
+from pitstop.payload_store_cache import DEFAULT_CACHE_BYTES
 from pitstop.settings import Settings
 
 # How long to wait for the first RPC before calling the server unreachable. Connection
@@ -40,30 +43,68 @@ def tracing_interceptor() -> TracingInterceptor:
     return TracingInterceptor(always_create_workflow_spans=True)
 
 
-def converter_for(keyring: Keyring | None) -> DataConverter:
-    """The pydantic data converter, encrypting with `keyring` when there is one.
+def converter_for(
+    keyring: Keyring | None,
+    store: BlobStore | None = None,
+    *,
+    threshold: int = DEFAULT_THRESHOLD,
+    cache_bytes: int = DEFAULT_CACHE_BYTES,
+) -> DataConverter:
+    """The pydantic data converter, encrypting with `keyring` when there is one, and moving
+    payloads over `threshold` bytes into `store` when there is one (encrypted first).
 
     With encryption on, failure messages and stack traces move into an encrypted payload
     too (Temporal stores them in plain text otherwise), since module errors quote output.
     """
-    if keyring is None:
+    encryption = AesGcmCodec(keyring) if keyring is not None else None
+    codec: PayloadCodec | None = encryption
+    if store is not None:
+        codec = ClaimCheckCodec(store, encryption, threshold=threshold, cache_bytes=cache_bytes)
+    if codec is None:
         return pydantic_data_converter
+    if encryption is None:
+        return dataclasses.replace(pydantic_data_converter, payload_codec=codec)
     return dataclasses.replace(
         pydantic_data_converter,
-        payload_codec=AesGcmCodec(keyring),
+        payload_codec=codec,
         failure_converter_class=DefaultFailureConverterWithEncodedAttributes,
     )
 
 
+def payload_store(settings: Settings) -> BlobStore:
+    """The store every process of these settings claim-checks large payloads into."""
+    return open_store(settings.payload_store, settings.home, settings.payload_s3_endpoint)
+
+
 def data_converter(settings: Settings | None = None) -> DataConverter:
-    """The converter of every pitstop client, worker and replayer (default: from the environment)."""
-    return converter_for(keyring_for(settings or Settings.from_env()))
+    """The converter of every pitstop client, worker, replayer and the codec server (default:
+    from the environment). Raises CodecKeyError or PayloadStoreError on bad configuration."""
+    settings = settings or Settings.from_env()
+    keyring = keyring_for(settings)
+    return converter_for(
+        keyring,
+        payload_store(settings),
+        threshold=settings.payload_threshold,
+        cache_bytes=settings.payload_cache_bytes,
+    )
+
+
+def _encryption_of(codec: PayloadCodec | None) -> AesGcmCodec | None:
+    if isinstance(codec, ClaimCheckCodec):
+        codec = codec.inner
+    return codec if isinstance(codec, AesGcmCodec) else None
 
 
 def encryption_summary(converter: DataConverter) -> str:
     """`on, active key id …` or `off`, for logs and status lines (never a key)."""
+    encryption = _encryption_of(converter.payload_codec)
+    return f"on, {encryption.keyring.describe()}" if encryption is not None else "off"
+
+
+def payload_store_summary(converter: DataConverter) -> str:
+    """Where large payloads go, for logs and status lines."""
     codec = converter.payload_codec
-    return f"on, {codec.keyring.describe()}" if isinstance(codec, AesGcmCodec) else "off"
+    return codec.describe() if isinstance(codec, ClaimCheckCodec) else "off (every payload goes to Temporal)"
 
 
 def _read(path: Path | None) -> bytes | None:
@@ -114,6 +155,8 @@ async def connect(settings: Settings | None = None, *, tracing: bool = True) -> 
         converter = data_converter(settings)
     except CodecKeyError as exc:
         raise PitstopConnectionError(f"payload encryption keys: {exc}") from None
+    except PayloadStoreError as exc:
+        raise PitstopConnectionError(f"payload store: {exc}") from None
     try:
         return await asyncio.wait_for(
             Client.connect(

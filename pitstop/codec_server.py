@@ -10,7 +10,12 @@ The UI calls them from the user's browser with `Content-Type: application/json`,
 Who may use it: a request that carries an `Origin` header comes from a web page, and is
 answered only when that origin is one of the configured UI origins (`--ui-origin`); any
 other origin gets 403 and no CORS allowance, so a page on another site cannot use this
-server (from a user's browser on the inside) to decrypt history. Requests without an
+server (from a user's browser on the inside) to decrypt history.
+
+It decodes with the full pitstop codec (pitstop.client.data_converter): a claim-check
+reference (a payload too large for Temporal, kept in the payload store) is resolved from this
+process's store and decrypted, so the UI shows the payload itself; this server must therefore
+use the same `PITSTOP_PAYLOAD_STORE` as the workers. Requests without an
 `Origin` come from programs (the Temporal CLI, curl); a browser cannot send those. CORS is
 not authentication: anyone who can reach the port with a program can decode, so in
 production the server listens on loopback or a private network behind an authenticating
@@ -26,8 +31,9 @@ from urllib.parse import urlsplit
 from aiohttp import hdrs, web
 from google.protobuf import json_format
 from temporalio.api.common.v1 import Payload, Payloads
+from temporalio.converter import PayloadCodec
 
-from pitstop.codec import AesGcmCodec, PayloadCodecError
+from pitstop.codec import PayloadCodecError
 
 log = logging.getLogger("pitstop.codec_server")
 
@@ -83,7 +89,7 @@ def _error(status: int, message: str) -> web.Response:
     return web.json_response({"error": message}, status=status, headers={hdrs.VARY: "Origin"})
 
 
-def build_app(codec: AesGcmCodec, ui_origins: Iterable[str]) -> web.Application:
+def build_app(codec: PayloadCodec, ui_origins: Iterable[str]) -> web.Application:
     """The aiohttp application: /encode, /decode (POST + OPTIONS) and /health."""
     allowed = frozenset(normalize_origin(o) for o in ui_origins)
 
@@ -110,7 +116,7 @@ def build_app(codec: AesGcmCodec, ui_origins: Iterable[str]) -> web.Application:
         return response
 
     def handler(
-        transform: Callable[[Sequence[Payload]], list[Payload]], name: str
+        transform: Callable[[Sequence[Payload]], Awaitable[list[Payload]]], name: str
     ) -> Callable[[web.Request], Awaitable[web.Response]]:
         async def handle(request: web.Request) -> web.Response:
             refusal = refused_origin(request)
@@ -123,7 +129,7 @@ def build_app(codec: AesGcmCodec, ui_origins: Iterable[str]) -> web.Application:
             except json_format.ParseError as exc:
                 return _error(400, f'the body is not {{"payloads": [...]}} in protobuf JSON: {exc}')
             try:
-                result = Payloads(payloads=transform(payloads.payloads))
+                result = Payloads(payloads=await transform(payloads.payloads))
             except PayloadCodecError as exc:
                 log.warning("%s of %d payload(s) failed: %s", name, len(payloads.payloads), exc)
                 response = _error(400, str(exc))
@@ -139,20 +145,14 @@ def build_app(codec: AesGcmCodec, ui_origins: Iterable[str]) -> web.Application:
     async def health(_: web.Request) -> web.Response:
         return web.json_response({"status": "ok"})
 
-    def encode(payloads: Sequence[Payload]) -> list[Payload]:
-        return [codec.encrypt(p) for p in payloads]
-
-    def decode(payloads: Sequence[Payload]) -> list[Payload]:
-        return [codec.decrypt(p) for p in payloads]
-
     app = web.Application(client_max_size=MAX_BODY_BYTES)
     routes = [web.get("/health", health)]
     # Also under a namespace segment, for `temporal --codec-endpoint 'http://host/{namespace}'`;
     # one keyring serves every namespace.
     for prefix in ("", "/{namespace}"):
         routes += [
-            web.post(f"{prefix}/encode", handler(encode, "encode")),
-            web.post(f"{prefix}/decode", handler(decode, "decode")),
+            web.post(f"{prefix}/encode", handler(codec.encode, "encode")),
+            web.post(f"{prefix}/decode", handler(codec.decode, "decode")),
             web.options(f"{prefix}/encode", preflight),
             web.options(f"{prefix}/decode", preflight),
         ]
@@ -160,8 +160,9 @@ def build_app(codec: AesGcmCodec, ui_origins: Iterable[str]) -> web.Application:
     return app
 
 
-async def serve(codec: AesGcmCodec, ui_origins: Sequence[str], host: str, port: int) -> None:
-    """Serve until cancelled (SIGTERM/SIGINT end `asyncio.run`)."""
+async def serve(codec: PayloadCodec, ui_origins: Sequence[str], host: str, port: int, about: str) -> None:
+    """Serve until cancelled (SIGTERM/SIGINT end `asyncio.run`); `about` says which keys and
+    payload store the codec uses, for the log."""
     import asyncio
     import signal
 
@@ -174,7 +175,7 @@ async def serve(codec: AesGcmCodec, ui_origins: Sequence[str], host: str, port: 
         host,
         port,
         ", ".join(ui_origins),
-        codec.keyring.describe(),
+        about,
     )
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()

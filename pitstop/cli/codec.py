@@ -52,9 +52,11 @@ def serve(
     """Serve /encode and /decode for the Temporal UI with this process's payload keys."""
     # Light imports only: `pitstop dev up --codec` waits for this server to answer.
     from pitstop.codec import AesGcmCodec
+    from pitstop.codec_claimcheck import claim_check_for
     from pitstop.codec_keys import KEY_ENV, KEY_FILE_ENV, CodecKeyError, keyring_for
     from pitstop.codec_server import OriginError, normalize_origin
     from pitstop.codec_server import serve as run_server
+    from pitstop.payload_store import PayloadStoreError
     from pitstop.settings import Settings
 
     logging.basicConfig(
@@ -76,7 +78,14 @@ def serve(
         )
         return
     try:
-        asyncio.run(run_server(AesGcmCodec(keyring), origins, host, port))
+        # Resolves claim-check references too: the UI shows large payloads themselves.
+        codec = claim_check_for(settings, AesGcmCodec(keyring))
+    except PayloadStoreError as exc:
+        _fail(str(exc))
+        return
+    about = f"{keyring.describe()}; {codec.describe()}"
+    try:
+        asyncio.run(run_server(codec, origins, host, port, about))
     except OSError as exc:
         _fail(f"cannot listen on {host}:{port}: {exc.strerror or exc}")
 

@@ -13,6 +13,7 @@ from rich.table import Table
 
 from pitstop.codec_keys import CodecKeyError
 from pitstop.devstack import ALL_PARTS, EVERY_PART, DevStack, DevStackError, PartName, PartStatus, StackConfig
+from pitstop.payload_store import PayloadStoreError
 
 dev_app = typer.Typer(
     help="The embedded stack (Temporal dev server, S3, etcd) on loopback, for demos and tests.",
@@ -119,6 +120,17 @@ def encryption_line(stack: DevStack) -> str:
     return line
 
 
+def payload_store_line(stack: DevStack) -> str:
+    """Where processes of this home (with this shell's environment) put large payloads."""
+    try:
+        where = stack.payload_store().describe()
+    except PayloadStoreError as exc:
+        return f"payload store: [red]unusable[/]: {exc}"
+    return (
+        f"payload store: {where} (payloads over the claim-check threshold; shared by this home's processes)"
+    )
+
+
 @dev_app.command()
 def up(
     home: HomeOpt = None,
@@ -178,6 +190,7 @@ def up(
     console.print(f"Temporal UI: [link={stack.ui_url}]{stack.ui_url}[/link]", highlight=False)
     console.print(f"TEMPORAL_ADDRESS={stack.temporal_address}", highlight=False)
     console.print(encryption_line(stack), highlight=False)
+    console.print(payload_store_line(stack), highlight=False)
     console.print(f"logs: {stack.log_dir}", highlight=False)
     console.print(
         f"worker policy for this stack: {stack.policy_file} (`pitstop worker --show-policy`)", highlight=False
@@ -211,6 +224,7 @@ def status(home: HomeOpt = None) -> None:
     statuses = stack.status()
     console.print(_status_table(stack, statuses, f"pitstop dev stack in {stack.home}"))
     console.print(encryption_line(stack), highlight=False)
+    console.print(payload_store_line(stack), highlight=False)
     if not all(s.running and s.healthy for s in statuses):
         raise typer.Exit(code=1)
 

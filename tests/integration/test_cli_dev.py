@@ -204,6 +204,9 @@ def test_up_twice_is_a_noop_reporting_running_parts(config: StackConfig, cleanup
     assert second.returncode == 0, second.stderr
     assert pids(config.home) == {"s3": pid}
     assert str(pid) in second.stdout
+    # Large payloads of every process of this home go to one directory in it.
+    store = f"payload store: dir:{config.home.resolve() / 'payloads'}"
+    assert store in first.stdout and store in second.stdout
 
 
 def test_port_in_use_is_refused_and_nothing_starts(config: StackConfig, cleanup: object) -> None:

@@ -27,6 +27,7 @@ from pitstop.codec import (
     TamperedPayloadError,
     UnknownKeyError,
 )
+from pitstop.codec_claimcheck import ClaimCheckCodec
 from pitstop.codec_keys import (
     CodecKeyError,
     Keyring,
@@ -198,10 +199,14 @@ async def test_failure_messages_are_encrypted_with_the_codec_on() -> None:
     assert isinstance(error, ApplicationError) and error.message == f"command printed {MARKER}"
 
 
-def test_without_keys_the_converter_is_the_plain_pydantic_one(tmp_path: Path) -> None:
+def test_without_keys_the_converter_is_pydantic_with_the_claim_check_only(tmp_path: Path) -> None:
     converter = data_converter(Settings(home=tmp_path))
-    assert converter is pydantic_data_converter
+    codec = converter.payload_codec
+    assert isinstance(codec, ClaimCheckCodec) and codec.inner is None
+    assert converter.payload_converter_class is pydantic_data_converter.payload_converter_class
+    assert converter.failure_converter_class is pydantic_data_converter.failure_converter_class
     assert encryption_summary(converter) == "off"
+    assert converter_for(None) is pydantic_data_converter  # no store asked for: nothing added
 
 
 def test_settings_read_keys_from_the_environment_and_hide_them(tmp_path: Path) -> None:

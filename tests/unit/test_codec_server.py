@@ -6,6 +6,7 @@ from __future__ import annotations
 import base64
 import json
 from collections.abc import AsyncIterator
+from pathlib import Path
 
 import httpx
 import pytest
@@ -15,8 +16,11 @@ from temporalio.api.common.v1 import Payload, Payloads
 
 from pitstop.cli.codec import default_ui_origins
 from pitstop.codec import ENCODING, AesGcmCodec
+from pitstop.codec_claimcheck import ENCODING as CLAIM_CHECK
+from pitstop.codec_claimcheck import ClaimCheckCodec, reference_of
 from pitstop.codec_keys import parse_keyring
 from pitstop.codec_server import OriginError, build_app, loopback_twins, normalize_origin
+from pitstop.payload_store import DirectoryStore
 
 KEY = "ka:" + base64.b64encode(bytes(range(32))).decode()
 UI = "http://127.0.0.1:8233"
@@ -166,3 +170,32 @@ def test_origins_are_normalized_as_browsers_send_them() -> None:
         normalize_origin("http://ui.example/namespaces")
     with pytest.raises(OriginError, match="is not an origin; expected scheme://host"):
         normalize_origin("ui.example:8233")
+
+
+async def test_the_ui_sees_a_claim_checked_payload_itself(tmp_path: Path) -> None:
+    # What a worker wrote: encrypted, then too large for history, so kept in the store.
+    store = DirectoryStore(tmp_path / "payloads")
+    worker_codec = ClaimCheckCodec(store, AesGcmCodec(parse_keyring(KEY, "test")), threshold=1024)
+    big = Payload(metadata={"encoding": b"json/plain"}, data=json.dumps(MARKER * 500).encode())
+    [reference] = await worker_codec.encode([big])
+    assert reference.metadata["encoding"] == CLAIM_CHECK
+    server_codec = ClaimCheckCodec(store, AesGcmCodec(parse_keyring(KEY, "test")), threshold=1024)
+    test_server = TestServer(build_app(server_codec, [UI]), host="127.0.0.1")
+    await test_server.start_server()
+    url = str(test_server.make_url("")).rstrip("/")
+    try:
+        async with httpx.AsyncClient() as http:
+            decoded = await http.post(f"{url}/decode", content=body(reference), headers=ui_headers())
+            store.delete(reference_of(reference).sha256)
+            fresh = TestServer(build_app(ClaimCheckCodec(store, server_codec.inner), [UI]), host="127.0.0.1")
+            await fresh.start_server()
+            missing = await http.post(
+                f"{str(fresh.make_url('')).rstrip('/')}/decode", content=body(reference), headers=ui_headers()
+            )
+            await fresh.close()
+    finally:
+        await test_server.close()
+    assert decoded.status_code == 200, decoded.text
+    assert json_format.Parse(decoded.text, Payloads()).payloads[0] == big
+    assert missing.status_code == 400 and reference_of(reference).sha256 in missing.json()["error"]
+    assert "is not in this process's payload store" in missing.json()["error"]
