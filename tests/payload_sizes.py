@@ -72,9 +72,23 @@ def largest_payload(history: WorkflowHistory) -> PayloadSize | None:
     return max(payload_sizes(history), default=None)
 
 
+async def run_histories(client: Client, workflow_id: str) -> list[WorkflowHistory]:
+    """Every execution's history of `workflow_id`, latest first: a run that continued as new
+    is followed back through each run's `continued_execution_run_id`."""
+    histories: list[WorkflowHistory] = []
+    run_id: str | None = None
+    while True:
+        history = await client.get_workflow_handle(workflow_id, run_id=run_id).fetch_history()
+        histories.append(history)
+        started = history.events[0].workflow_execution_started_event_attributes
+        if not started.continued_execution_run_id:
+            return histories
+        run_id = started.continued_execution_run_id
+
+
 async def largest_payload_in_run(client: Client, workflow_id: str) -> PayloadSize | None:
-    """The largest payload in the history of `workflow_id` and of every child workflow it
-    started, recursively (each child's latest run)."""
+    """The largest payload in the histories of `workflow_id` (every execution, when it
+    continued as new) and of every child workflow it started, recursively."""
     largest: PayloadSize | None = None
     pending, seen = [workflow_id], set()
     while pending:
@@ -82,11 +96,13 @@ async def largest_payload_in_run(client: Client, workflow_id: str) -> PayloadSiz
         if wid in seen:
             continue
         seen.add(wid)
-        history = await client.get_workflow_handle(wid).fetch_history()
-        for event in history.events:
-            if event.HasField("start_child_workflow_execution_initiated_event_attributes"):
-                pending.append(event.start_child_workflow_execution_initiated_event_attributes.workflow_id)
-        candidate = largest_payload(history)
-        if candidate is not None and (largest is None or candidate > largest):
-            largest = candidate
+        for history in await run_histories(client, wid):
+            for event in history.events:
+                if event.HasField("start_child_workflow_execution_initiated_event_attributes"):
+                    pending.append(
+                        event.start_child_workflow_execution_initiated_event_attributes.workflow_id
+                    )
+            candidate = largest_payload(history)
+            if candidate is not None and (largest is None or candidate > largest):
+                largest = candidate
     return largest

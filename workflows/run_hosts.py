@@ -30,6 +30,11 @@ with workflow.unsafe.imports_passed_through():
 # How a stage's host loop ended: every eligible host finished, a stop was requested or
 # triggered, or nothing can start although hosts remain (their domains are unavailable).
 DriveOutcome = Literal["done", "stopped", "stuck"]
+# Children started in one workflow task (see `_launch`).
+LAUNCH_CHUNK = 100
+# How much of an execution's history new launches may use (see `_launch_budget`).
+HISTORY_EVENTS_BUDGET = 10_240
+HISTORY_BYTES_BUDGET = 10 * 1024 * 1024
 
 
 class ContinueAsNew(Exception):
@@ -109,8 +114,16 @@ class HostDriver:
         )
 
     def _launch_budget(self) -> int:
-        """Launches left in this execution before it continues as new."""
-        if workflow.info().is_continue_as_new_suggested():
+        """Launches left in this execution before it continues as new: none once Temporal
+        suggests it (its history count/size thresholds), or once the history has used a
+        fifth of Temporal's hard limits (51,200 events, 50 MB) — a server may have the
+        suggestion turned off, and the hosts still in flight must fit in what is left."""
+        info = workflow.info()
+        if (
+            info.is_continue_as_new_suggested()
+            or info.get_current_history_length() >= HISTORY_EVENTS_BUDGET
+            or info.get_current_history_size() >= HISTORY_BYTES_BUDGET
+        ):
             return 0
         return self.run.request.max_launches_per_execution - self.launches
 
@@ -140,7 +153,13 @@ class HostDriver:
 
     # --- children ------------------------------------------------------------------------
     async def _launch(self, stage: StageRun, hosts: list[str]) -> None:
-        """Start one HostWorkflow per host, their inputs signed together (one local activity)."""
+        """Start one HostWorkflow per host, LAUNCH_CHUNK at a time: each chunk's inputs are
+        signed together (one local activity) and its children started in one workflow task,
+        which thus stays far below gRPC's 4 MB however wide the window."""
+        for first in range(0, len(hosts), LAUNCH_CHUNK):
+            await self._launch_chunk(stage, hosts[first : first + LAUNCH_CHUNK])
+
+    async def _launch_chunk(self, stage: StageRun, hosts: list[str]) -> None:
         wid = workflow.info().workflow_id
         inputs: list[tuple[HostInput, str]] = []
         # `run` is the same for the whole batch: build it once, not once per host.

@@ -32,6 +32,10 @@ from workflows.rollout import RolloutLimits, RolloutState, order_hosts, resolve_
 # A stage without `serial`/`rolling` runs all its hosts at once, as Ansible does; this cap
 # keeps pending children far below Temporal's 2,000 per execution.
 MAX_PARALLEL_HOSTS = 200
+# The most hosts one run keeps in flight, whatever `max_in_flight` or a `serial` batch asks:
+# Temporal refuses a 2,001st pending child in one execution (observe checks and rollbacks run
+# as children too, so this leaves room for them).
+ENGINE_MAX_IN_FLIGHT = 1000
 # States a stage is in while it runs: shown in its status only; its report keeps the state
 # it had before (pending) until the stage ends.
 RUNNING_STATES: frozenset[StageState] = frozenset({"waiting_gate", "running", "observing"})
@@ -166,7 +170,7 @@ class StageRun:
                 (
                     set(batch),
                     RolloutLimits(
-                        max_in_flight=len(batch),
+                        max_in_flight=min(len(batch), ENGINE_MAX_IN_FLIGHT),
                         max_fail_percentage=rule.max_fail_percentage,
                         any_errors_fatal=rule.any_errors_fatal,
                         failed_hosts_unavailable=False,
@@ -176,7 +180,7 @@ class StageRun:
             ]
         total = len(ordered)
         if rule.rolling is not None:
-            window = resolve_count(rule.rolling.max_in_flight, total)
+            window = min(resolve_count(rule.rolling.max_in_flight, total), ENGINE_MAX_IN_FLIGHT)
             per_domain = rule.rolling.max_unavailable_per_domain
         else:
             window, per_domain = min(total, MAX_PARALLEL_HOSTS) or 1, None

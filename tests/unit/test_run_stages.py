@@ -12,8 +12,8 @@ from activities.plan import build_plan
 from pitstop.contracts import HostResult, RunProgress, RunRequest, RunVars
 from pitstop.module_args.records import ChangeRecordArgs
 from workflows import run_vars
-from workflows.run_fleet import FleetCache
 from workflows.rollout import RolloutState
+from workflows.run_fleet import FleetCache
 from workflows.run_stages import StageRun, StageRuns, fresh_records
 
 NOW = datetime(2026, 1, 1, tzinfo=UTC)

@@ -38,8 +38,13 @@ def values() -> list[str]:
     return [str(a["value"]) for _, _, a in CALLS]
 
 
+# The pause travels operator -> run -> host; the first task lasts long enough for it to arrive
+# while the task runs, even on a loaded machine (CI once saw the second task start first).
+PAUSABLE = ROLLING.replace("sleep: 0.3", "sleep: 2.5")
+
+
 async def test_pause_holds_new_tasks_and_hosts_until_resume(start_run: StartFn) -> None:
-    handle = await start_run(ROLLING, hosts_inventory(2))
+    handle = await start_run(PAUSABLE, hosts_inventory(2))
     await status_when(handle, lambda s: values() == ["first h00"])
     await handle.signal("pause")
     status = await status_when(handle, lambda s: s.stages[0].blocked_reason == "paused by operator")
