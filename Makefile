@@ -4,7 +4,8 @@ PY ?= python3.11
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
-PYTEST_ARGS ?=
+# The slowest tests are listed at the end of every run, so that CI shows where the time goes.
+PYTEST_ARGS ?= --durations=25
 
 .PHONY: demo test lint bench fmt clean venv sysdeps
 

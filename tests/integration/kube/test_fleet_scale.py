@@ -34,9 +34,8 @@ stages:
     rolling: {max_in_flight: 100, max_unavailable_per_domain: 25}
     tasks:
       - name: mark
-        kube.annotate: {annotations: {pitstop.dev/fleet-run: "{{ run.id }}"}}
-      - name: domain
-        kube.annotate: {annotations: {pitstop.dev/fleet-domain: "{{ failure_domain }}"}}
+        kube.annotate:
+          annotations: {pitstop.dev/fleet-run: "{{ run.id }}", pitstop.dev/fleet-domain: "{{ failure_domain }}"}
       - debug: {msg: "{{ inventory_hostname }} done in {{ stage.name }}"}
 """
 
