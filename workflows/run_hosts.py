@@ -72,7 +72,7 @@ class HostDriver:
         while True:
             while self.completed:
                 self._collect(stage, state, self.completed.pop(0))
-            for host in sorted(run.hosts_to_skip & set(state.pending())):
+            for host in sorted(run.hosts_to_skip & set(state.pending()) if run.hosts_to_skip else ()):
                 stage.host_skipped(host, "skipped by operator", workflow.now(), state)
             stop = self._stop_reason(stage, state, limits)
             if stop is not None:
@@ -109,7 +109,8 @@ class HostDriver:
                 or run.paused != paused
                 or run.abort_reason != aborted
                 or run.rollback_request != rollback
-                or bool(run.hosts_to_skip & set(state.pending()))
+                # (Evaluated on every activation: no scan of the stage unless a skip is asked.)
+                or bool(run.hosts_to_skip and run.hosts_to_skip & set(state.pending()))
             )
         )
 
