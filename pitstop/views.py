@@ -99,7 +99,12 @@ def _by(vote: VoteRecord) -> str:
     return f"unverified, claims {vote.claimed_source}" if vote.claimed_source else "unverified"
 
 
-def report_view(report: RunReport) -> Group:
+# A finished fleet-wide run lists its hosts that did not end `ok` in full, and this many of
+# the others per stage (10,000 identical rows help nobody; `--all-hosts` shows them all).
+OK_ROWS_SHOWN = 20
+
+
+def report_view(report: RunReport, ok_rows: int | None = OK_ROWS_SHOWN) -> Group:
     head = Text.assemble(
         (report.runbook, "bold"),
         "  ",
@@ -115,7 +120,11 @@ def report_view(report: RunReport) -> Group:
     hosts.add_column("tasks", justify="right")
     hosts.add_column("message")
     for stage in report.stages:
+        ok = [h for h in stage.hosts if h.status == "ok"]
+        hidden = {h.host for h in ok[ok_rows:]} if ok_rows is not None else set()
         for host in stage.hosts:
+            if host.host in hidden:
+                continue
             hosts.add_row(
                 stage.name,
                 host.host,
@@ -123,6 +132,10 @@ def report_view(report: RunReport) -> Group:
                 str(host.changed),
                 str(len(host.tasks)),
                 (f"{host.failed_task}: " if host.failed_task else "") + host.msg,
+            )
+        if hidden:
+            hosts.add_row(
+                stage.name, f"… {len(hidden)} more", styled("ok"), "", "", "(--all-hosts lists them)"
             )
     parts: list[Table | Text] = [head, hosts]
     if report.gates:

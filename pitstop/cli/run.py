@@ -39,7 +39,7 @@ from pitstop.bundle import BundleError, collect
 from pitstop.contracts import Decision, RunReport, RunRequest, VoteRecord
 from pitstop.keys import KeyConfigError, KeyRing, load_key
 from pitstop.settings import Settings
-from pitstop.views import report_view, status_view, ui_link
+from pitstop.views import OK_ROWS_SHOWN, report_view, status_view, ui_link
 from workflows.runbook import RunbookWorkflow
 
 console = Console()
@@ -283,6 +283,12 @@ def status(
     run_id: Annotated[str, typer.Argument(help="Run (workflow) id.")],
     watch: Annotated[bool, typer.Option("--watch", "-w", help="Refresh until the run ends.")] = False,
     as_json: Annotated[bool, typer.Option("--json", help="Print the status as JSON.")] = False,
+    all_hosts: Annotated[
+        bool,
+        typer.Option(
+            "--all-hosts", help="List every host of a finished run (default: the first 20 ok per stage)."
+        ),
+    ] = False,
 ) -> None:
     """Show a run's stages, hosts and gates (a finished run: its report, with every task)."""
     settings = Settings.from_env()
@@ -297,7 +303,7 @@ def status(
             if as_json:
                 console.print_json(report.model_dump_json())
             else:
-                console.print(report_view(report))
+                console.print(report_view(report, ok_rows=None if all_hosts else OK_ROWS_SHOWN))
             return
         try:
             current = await handle.query(RunbookWorkflow.status)
