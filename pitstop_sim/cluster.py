@@ -40,6 +40,7 @@ from pitstop_sim.counters import Recorder, unavailability
 from pitstop_sim.errors import ApiError
 from pitstop_sim.etcd_store import DEFAULT_PREFIX, EtcdObjectStore
 from pitstop_sim.faults import FaultInjector
+from pitstop_sim.heap import bulk_load
 from pitstop_sim.http import HttpFrontend
 from pitstop_sim.kubeconfig import DEFAULT_CONTEXT, DEFAULT_TOKEN, write_kubeconfig
 from pitstop_sim.kubeconfig import kubeconfig as kubeconfig_data
@@ -398,7 +399,8 @@ class SimCluster:
             if store.count("namespaces"):  # it holds a cluster already (loaded from etcd): resume
                 _resume(ctx)
             else:
-                Seeder(ctx, api, manager.kubelet).seed()
+                with bulk_load(lambda: store.resource_version):
+                    Seeder(ctx, api, manager.kubelet).seed()
         except (SeedError, ApiError) as exc:
             raise ScenarioError(f"scenario {scenario.name!r} cannot be set up: {exc}") from None
         access = self._access_control(ctx, api)

@@ -81,6 +81,11 @@ def clone(value: Any) -> Any:
     return value
 
 
+def _selected(obj: Obj, labels: list[Requirement], fields: list[FieldTerm]) -> bool:
+    object_labels = (obj.get("metadata") or {}).get("labels") or {}
+    return all(r.matches(object_labels) for r in labels) and all(t.matches(obj) for t in fields)
+
+
 def encode(obj: Obj) -> bytes:
     return json.dumps(obj, separators=(",", ":")).encode()
 
@@ -145,12 +150,38 @@ class ObjectStore(ABC):
     def oldest_rv(self) -> int: ...
 
 
+# New keys kept aside up to this many before a list sorts them in one go (seeding 100,000 pods
+# one `insort` at a time moves the whole key list each time).
+BULK_SORT = 64
+
+
 @dataclass
 class _Table:
     objects: dict[str, Obj] = field(default_factory=dict)
-    keys: list[str] = field(default_factory=list)  # sorted, for stable order and continue tokens
+    _keys: list[str] = field(default_factory=list)  # sorted, for stable order and continue tokens
+    _added: list[str] = field(default_factory=list)  # created since the last sort
     labels: dict[str, dict[str, set[str]]] = field(default_factory=dict)
     fields: dict[str, dict[str, set[str]]] = field(default_factory=dict)
+
+    @property
+    def keys(self) -> list[str]:
+        """Every key, sorted."""
+        if self._added:
+            if len(self._added) < BULK_SORT:
+                for key in self._added:
+                    bisect.insort(self._keys, key)
+            else:
+                self._keys.extend(self._added)
+                self._keys.sort()  # a sorted run and a tail: timsort merges them in linear time
+            self._added.clear()
+        return self._keys
+
+    def add_key(self, key: str) -> None:
+        self._added.append(key)
+
+    def remove_key(self, key: str) -> None:
+        keys = self.keys
+        del keys[bisect.bisect_left(keys, key)]
 
 
 class InMemoryStore(ObjectStore):
@@ -213,11 +244,11 @@ class InMemoryStore(ObjectStore):
         out_keys: list[str] = []
         remaining = 0
         next_key: str | None = None
+        objects = table.objects
+        filtered = bool(labels or fields)
         for key in keys:
-            obj = table.objects[key]
-            if not all(r.matches((obj.get("metadata") or {}).get("labels") or {}) for r in labels):
-                continue
-            if not all(term.matches(obj) for term in fields):
+            obj = objects[key]
+            if filtered and not _selected(obj, labels, fields):
                 continue
             if limit is not None and len(items) >= limit:
                 remaining += 1
@@ -242,7 +273,7 @@ class InMemoryStore(ObjectStore):
                 found = index.get(term.value, set())
                 if best is None or len(found) < len(best):
                     best = found
-        return set(best) if best is not None else None
+        return best  # only read, before anything can change it
 
     def create(self, storage: str, obj: Obj) -> Obj:
         meta = obj["metadata"]
@@ -253,7 +284,7 @@ class InMemoryStore(ObjectStore):
         self._rv += 1
         meta["resourceVersion"] = str(self._rv)
         table.objects[key] = obj
-        bisect.insort(table.keys, key)
+        table.add_key(key)
         self._index(storage, table, key, obj)
         self._emit(WatchEvent("ADDED", storage, obj, None, self._rv))
         return obj
@@ -282,8 +313,7 @@ class InMemoryStore(ObjectStore):
         old = table.objects.pop(key, None)
         if old is None:
             raise ObjectMissing(key)
-        index = bisect.bisect_left(table.keys, key)
-        del table.keys[index]
+        table.remove_key(key)
         self._unindex(storage, table, key, old)
         self._encoded.pop(key, None)
         self._rv += 1
@@ -304,7 +334,7 @@ class InMemoryStore(ObjectStore):
             table = self._table(storage)
             old = table.objects.get(key)
             if old is None:
-                bisect.insort(table.keys, key)
+                table.add_key(key)
             else:
                 self._unindex(storage, table, key, old)
             table.objects[key] = obj
@@ -393,9 +423,13 @@ class InMemoryStore(ObjectStore):
                 if not members:
                     del values[value]
         for path in FIELD_INDEXES.get(storage, ()):
-            members = table.fields.get(path, {}).get(field_value(obj, path))
+            index = table.fields.get(path, {})
+            value = field_value(obj, path)
+            members = index.get(value)
             if members is not None:
                 members.discard(key)
+                if not members:
+                    del index[value]
         uid = meta.get("uid")
         if uid and self._uids.get(uid) == (storage, key):
             del self._uids[uid]
