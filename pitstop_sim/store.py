@@ -15,6 +15,8 @@ from __future__ import annotations
 
 import bisect
 import builtins
+import functools
+import itertools
 import json
 from abc import ABC, abstractmethod
 from collections import deque
@@ -57,6 +59,12 @@ class WatchEvent:
     obj: Obj
     old: Obj | None
     rv: int
+
+    @functools.cached_property
+    def encoded(self) -> bytes:
+        """`obj` as JSON, encoded once however many watches send it (the apiserver caches an
+        event's serialization for its watchers too)."""
+        return encode(self.obj)
 
 
 @dataclass
@@ -385,11 +393,12 @@ class InMemoryStore(ObjectStore):
             return None
         if not self._history or rv >= self._history[-1].rv:
             return []
-        # Events are in rv order; skip from the left until newer than rv.
+        # Events are in rv order: find the first newer than rv by bisection.
         first = self._history[0].rv
         if rv < first:
             return list(self._history)
-        return [e for e in self._history if e.rv > rv]
+        start = bisect.bisect_right(self._history, rv, key=lambda e: e.rv)
+        return list(itertools.islice(self._history, start, None))
 
     def oldest_rv(self) -> int:
         return self._compacted
