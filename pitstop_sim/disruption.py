@@ -44,8 +44,7 @@ def _selected_pods(pdb: Mapping[str, Any], pods: Iterable[Mapping[str, Any]]) ->
     return [
         p
         for p in pods
-        if meta(p).get("namespace") == namespace
-        and labels_match(requirements, meta(p).get("labels") or {})
+        if meta(p).get("namespace") == namespace and labels_match(requirements, meta(p).get("labels") or {})
     ]
 
 

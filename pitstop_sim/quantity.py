@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import re
-from functools import lru_cache
 from decimal import Decimal, InvalidOperation
+from functools import lru_cache
 
 _SUFFIX: dict[str, Decimal] = {
     "n": Decimal("1e-9"),

@@ -4,10 +4,11 @@ fleet run touched every node exactly once (`GET /_sim/writes`, see `admin.py`).
 A store listener counts, for each object changed since the cluster started serving (or the
 last `POST /_sim/counters/reset`), every change stored for it (create, update, delete; by
 any client or controller) and, per annotation key, how often the key's value changed (set,
-changed to another value, or removed; deleting the object is not a change of them). A request that stores nothing new (a patch setting
-what is already there) changes nothing, as on a real apiserver, so it is not counted: a
-retried, idempotent annotate shows as one change. The work per event is a few dictionary
-operations over the object's annotations; nothing here walks the fleet.
+changed to another value, or removed; deleting the object changes none). A request that
+stores nothing new (a patch setting what is already there) changes nothing, as on a real
+apiserver, so it is not counted: a retried, idempotent annotate shows as one change. The
+work per event is a few dictionary operations over the object's annotations; nothing here
+walks the fleet.
 """
 
 from __future__ import annotations

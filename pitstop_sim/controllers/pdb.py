@@ -75,9 +75,9 @@ class DisruptionController(Controller):
             for pdb in self.ctx.store.list("poddisruptionbudgets", ns).items:
                 self._refresh(pdb)
         for ns, name in sorted(budgets):
-            pdb = self.ctx.store.get("poddisruptionbudgets", ns, name)
-            if ns not in namespaces and pdb is not None:
-                self._refresh(pdb)
+            budget = self.ctx.store.get("poddisruptionbudgets", ns, name)
+            if ns not in namespaces and budget is not None:
+                self._refresh(budget)
 
     def _refresh(self, pdb: Obj) -> None:
         status = self.api.live_pdb_status(pdb)

@@ -79,12 +79,17 @@ def test_label_selected_lists_match_a_full_scan(fleet_sim: SimCluster) -> None:
     assert len(zones) == DOMAINS
     for zone in (zones[0], zones[7], zones[-1]):
         scanned = sorted(n["metadata"]["name"] for n in every if n["metadata"]["labels"][ZONE] == zone)
-        indexed = [n["metadata"]["name"] for n in _raw_list(fleet_sim, f"/api/v1/nodes?labelSelector={ZONE}%3D{zone}")]
+        indexed = [
+            n["metadata"]["name"]
+            for n in _raw_list(fleet_sim, f"/api/v1/nodes?labelSelector={ZONE}%3D{zone}")
+        ]
         assert indexed == scanned and scanned
     # Set-based and negated selectors are answered by a scan; they must agree too.
     two = f"{ZONE}+in+({zones[1]},{zones[2]})"
     scanned = sorted(n["metadata"]["name"] for n in every if n["metadata"]["labels"][ZONE] in zones[1:3])
-    assert [n["metadata"]["name"] for n in _raw_list(fleet_sim, f"/api/v1/nodes?labelSelector={two}")] == scanned
+    assert [
+        n["metadata"]["name"] for n in _raw_list(fleet_sim, f"/api/v1/nodes?labelSelector={two}")
+    ] == scanned
     not_first = f"{ZONE}!%3D{zones[0]}"
     listed = _raw_list(fleet_sim, f"/api/v1/nodes?labelSelector={not_first}")
     assert len(listed) == NODES - len([n for n in every if n["metadata"]["labels"][ZONE] == zones[0]])
@@ -105,10 +110,12 @@ def test_field_selected_pod_lists_match_a_full_scan(fleet_sim: SimCluster) -> No
         )
     # Combined with a namespace and a label, and a node that has nothing.
     web_here = _raw_list(
-        fleet_sim, f"/api/v1/namespaces/team-a/pods?labelSelector=app%3Dweb&fieldSelector=spec.nodeName%3D{busiest}"
+        fleet_sim,
+        f"/api/v1/namespaces/team-a/pods?labelSelector=app%3Dweb&fieldSelector=spec.nodeName%3D{busiest}",
     )
     scanned = [
-        p for p in pods
+        p
+        for p in pods
         if p["spec"].get("nodeName") == busiest
         and p["metadata"]["namespace"] == "team-a"
         and p["metadata"]["labels"].get("app") == "web"
