@@ -3,7 +3,21 @@
 No token is needed (the simulator listens on loopback); all answers are JSON.
 
   GET    /_sim/counters                      CountersSnapshot
-  POST   /_sim/counters/reset
+  POST   /_sim/counters/reset                also zeroes /_sim/writes
+  GET    /_sim/writes?resource=nodes[&annotation=KEY]
+                                             WriteCounts: per object of the resource (a plural,
+                                             default nodes) written since serving began or the
+                                             last reset, the changes stored for it (create,
+                                             update, delete; by any client or controller) and,
+                                             per annotation key, how often its value changed
+                                             (set, changed, removed). A patch that stores
+                                             nothing new is no change. With `annotation`, only
+                                             objects whose value of that key changed, with that
+                                             key's count: "every node annotated exactly once"
+                                             is `len(objects) == nodes` and every count 1.
+                                             Kept by a store listener (pitstop_sim/writes.py),
+                                             a few dict operations per write, so it stays cheap
+                                             at 10,000 nodes; 404 for a resource not served.
   GET    /_sim/timeline                      [TimelineEvent]
   GET    /_sim/unavailability                [DomainUnavailability]
   POST   /_sim/reboot/{node}                 reboot a node (NotReady, then Ready)
@@ -63,6 +77,12 @@ class AdminRoutes:
             if parts == ["counters", "reset"] and method == "POST":
                 control.reset_counters()
                 return _answer({"reset": True})
+            if parts == ["writes"] and method == "GET":
+                return _answer(
+                    control.writes(
+                        request.query.get("resource", "nodes"), request.query.get("annotation") or None
+                    )
+                )
             if parts == ["timeline"] and method == "GET":
                 return _answer(control.timeline())
             if parts == ["unavailability"] and method == "GET":

@@ -44,7 +44,7 @@ from pitstop_sim.errors import (
     unsupported_media_type,
 )
 from pitstop_sim.models import PdbViolation
-from pitstop_sim.objects import DEFAULT_CONTAINER_ANNOTATION
+from pitstop_sim.objects import DEFAULT_CONTAINER_ANNOTATION, GENERATE_NAME_ATTEMPTS, redraw_suffix
 from pitstop_sim.patch import PatchError, json_patch, merge_patch, strategic_merge_patch
 from pitstop_sim.resources import ResourceType, crd_resource_type
 from pitstop_sim.selectors import parse_field_selector, parse_label_selector, selector_string
@@ -145,14 +145,23 @@ class KubeApi:
                 raise already_exists(rt, obj["metadata"]["name"])
             obj["metadata"]["resourceVersion"] = ""
             return obj
-        try:
-            stored = self.ctx.store.create(rt.storage, obj)
-        except ObjectExists:
-            raise already_exists(rt, obj["metadata"]["name"]) from None
+        generated = isinstance(body, dict) and not (body.get("metadata") or {}).get("name")
+        stored = self._store_new(rt, obj, retry=GENERATE_NAME_ATTEMPTS if generated else 1)
         if rt.kind == "CustomResourceDefinition":
             self._serve_crd(stored)
         self.ctx.poke()
         return stored
+
+    def _store_new(self, rt: ResourceType, obj: Obj, *, retry: int) -> Obj:
+        """Create; a name from generateName that is taken is drawn again (RetryGenerateName)."""
+        for attempt in range(retry):
+            try:
+                return self.ctx.store.create(rt.storage, obj)
+            except ObjectExists:
+                if attempt + 1 == retry:
+                    break
+                obj["metadata"]["name"] = redraw_suffix(obj["metadata"]["name"], self.ctx.rng)
+        raise already_exists(rt, obj["metadata"]["name"])
 
     def update(
         self,

@@ -40,6 +40,7 @@ from pitstop_sim.counters import Recorder, unavailability
 from pitstop_sim.errors import ApiError
 from pitstop_sim.etcd_store import DEFAULT_PREFIX, EtcdObjectStore
 from pitstop_sim.faults import FaultInjector
+from pitstop_sim.heap import bulk_load
 from pitstop_sim.http import HttpFrontend
 from pitstop_sim.kubeconfig import DEFAULT_CONTEXT, DEFAULT_TOKEN, write_kubeconfig
 from pitstop_sim.kubeconfig import kubeconfig as kubeconfig_data
@@ -52,6 +53,7 @@ from pitstop_sim.models import (
     NodeProfile,
     ProfileUpdate,
     TimelineEvent,
+    WriteCounts,
 )
 from pitstop_sim.platform import PlatformOps
 from pitstop_sim.rbac import RbacAuthorizer
@@ -246,6 +248,15 @@ class SimControl:
 
     def reset_counters(self) -> None:
         self.ctx.recorder.reset()
+        self.ctx.writes.reset()
+
+    def writes(self, resource: str, annotation: str | None = None) -> WriteCounts:
+        """Objects of `resource` (a plural: `nodes`, `pods`, `clusterqueues`) written so far."""
+        served = [rt for rt in self.ctx.registry.all() if resource in (rt.plural, rt.storage)]
+        if not served:
+            raise KeyError(f"the rehearsal cluster does not serve {resource!r}")
+        storage = min(served, key=lambda rt: (rt.group != "", rt.group)).storage
+        return self.ctx.writes.counts(storage, annotation)
 
     def timeline(self) -> list[TimelineEvent]:
         return list(self.ctx.recorder.timeline)
@@ -398,9 +409,11 @@ class SimCluster:
             if store.count("namespaces"):  # it holds a cluster already (loaded from etcd): resume
                 _resume(ctx)
             else:
-                Seeder(ctx, api, manager.kubelet).seed()
+                with bulk_load(lambda: store.resource_version):
+                    Seeder(ctx, api, manager.kubelet).seed()
         except (SeedError, ApiError) as exc:
             raise ScenarioError(f"scenario {scenario.name!r} cannot be set up: {exc}") from None
+        store.subscribe(ctx.writes.observe)  # counts what happens from now on, not the seeding
         access = self._access_control(ctx, api)
         manager.start()
         self._control = SimControl(ctx, api, manager)
@@ -714,7 +727,12 @@ class SimCluster:
         return self.call(lambda c: c.counters())
 
     def reset_counters(self) -> None:
+        """Counters, the write counts and annotation changes start again from zero."""
         self.call(lambda c: c.reset_counters())
+
+    def writes(self, resource: str = "nodes", annotation: str | None = None) -> WriteCounts:
+        """Per object of `resource`: changes stored and annotation changes (GET /_sim/writes)."""
+        return self.call(lambda c: c.writes(resource, annotation))
 
     def timeline(self) -> list[TimelineEvent]:
         return self.call(lambda c: c.timeline())

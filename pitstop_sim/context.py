@@ -15,6 +15,7 @@ from pitstop_sim.resources import KUBE_VERSION, ResourceRegistry, ResourceType
 from pitstop_sim.scenario import Scenario
 from pitstop_sim.selectors import FieldTerm
 from pitstop_sim.store import ObjectStore
+from pitstop_sim.writes import WriteLog
 
 Obj = dict[str, Any]
 
@@ -34,6 +35,8 @@ class SimContext:
     pdbs_never_allow: set[str] = field(default_factory=set)
     # The control plane's version: what /version answers (kubeadm upgrade apply changes it).
     kubernetes_version: str = KUBE_VERSION
+    # Writes and annotation changes per object since serving began (GET /_sim/writes).
+    writes: WriteLog = field(default_factory=WriteLog)
     # Set by the controller manager: wakes it after API writes that need a reaction.
     poke: Callable[[], None] = lambda: None
 

@@ -34,6 +34,20 @@ def pdb_selects(pdb: Mapping[str, Any], pod: Mapping[str, Any]) -> bool:
     return labels_match(requirements, meta(pod).get("labels") or {})
 
 
+def _selected_pods(pdb: Mapping[str, Any], pods: Iterable[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
+    """`pdb_selects` over many pods, with the selector parsed once."""
+    try:
+        requirements = selector_requirements((pdb.get("spec") or {}).get("selector"))
+    except ValueError:
+        return []
+    namespace = meta(pdb).get("namespace")
+    return [
+        p
+        for p in pods
+        if meta(p).get("namespace") == namespace and labels_match(requirements, meta(p).get("labels") or {})
+    ]
+
+
 def _resolve(value: int | str | None, total: int, round_up: bool) -> int | None:
     if value is None:
         return None
@@ -57,7 +71,7 @@ def compute_status(
     """The PDB's status as the disruption controller would write it."""
     spec = pdb.get("spec") or {}
     old = pdb.get("status") or {}
-    pods = [p for p in pods if pdb_selects(pdb, p)]
+    pods = _selected_pods(pdb, pods)
     disrupted = dict(old.get("disruptedPods") or {})
     names = {name_of(p): p for p in pods}
     # An evicted pod stays "disrupted" until it is gone (or the entry expires).
@@ -80,13 +94,14 @@ def compute_status(
         seen: set[str] = set()
         for pod in pods:
             ref = controller_of(pod)
+            if ref is not None and ref["uid"] in seen:
+                continue  # its controller's scale is counted (one lookup per controller)
             scale = scale_of(dict(pod))
             if ref is None or scale is None:
                 error = True
                 break
-            if ref["uid"] not in seen:
-                seen.add(ref["uid"])
-                expected += scale
+            seen.add(ref["uid"])
+            expected += scale
         if max_unavailable is not None:
             desired = max(0, expected - (_resolve(max_unavailable, expected, round_up=True) or 0))
         else:

@@ -145,6 +145,26 @@ class PdbViolation(BaseModel):
     desired_healthy: int
 
 
+class ObjectWrites(BaseModel):
+    writes: int = Field(description="Changes stored for the object: create, update, delete.")
+    annotation_changes: dict[str, int] = Field(
+        default_factory=dict,
+        description="Per annotation key, how often its value changed (set, changed, removed).",
+    )
+
+
+class WriteCounts(BaseModel):
+    """`GET /_sim/writes`: objects of one resource written since the start or the last reset."""
+
+    resource: str
+    annotation: str | None = Field(
+        default=None, description="Only objects whose value of this annotation key changed."
+    )
+    objects: dict[str, ObjectWrites] = Field(
+        default_factory=dict, description='By "name", or "namespace/name" for namespaced objects.'
+    )
+
+
 class CountersSnapshot(BaseModel):
     """`GET /_sim/counters`. Per-node maps only list nodes with a non-zero count."""
 

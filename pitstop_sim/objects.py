@@ -7,8 +7,8 @@ the same answer pitstop's modules use.
 
 from __future__ import annotations
 
+import os
 import random
-import uuid
 from collections.abc import Iterable, Mapping
 from decimal import Decimal
 from typing import Any
@@ -22,15 +22,28 @@ Obj = dict[str, Any]
 GPU = "nvidia.com/gpu"
 DEFAULT_CONTAINER_ANNOTATION = "kubectl.kubernetes.io/default-container"
 _NAME_CHARS = "bcdfghjklmnpqrstvwxz2456789"  # the apiserver's generateName alphabet
+# Names drawn for one generated name before giving up: the apiserver retries a generateName
+# that clashes (RetryGenerateName, on by default since 1.31) up to 8 times.
+GENERATE_NAME_ATTEMPTS = 8
 
 
 def new_uid() -> str:
-    return str(uuid.uuid4())
+    """A random (version 4) UUID, as `str(uuid.uuid4())` but without building a UUID object."""
+    raw = bytearray(os.urandom(16))
+    raw[6] = (raw[6] & 0x0F) | 0x40
+    raw[8] = (raw[8] & 0x3F) | 0x80
+    h = raw.hex()
+    return f"{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}"
 
 
 def random_suffix(rng: random.Random | None = None, length: int = 5) -> str:
     rng = rng or random.Random()
     return "".join(rng.choice(_NAME_CHARS) for _ in range(length))
+
+
+def redraw_suffix(name: str, rng: random.Random | None = None, length: int = 5) -> str:
+    """`name` with its generated suffix (the last `length` characters) drawn again."""
+    return f"{name[:-length]}{random_suffix(rng, length)}"
 
 
 def now() -> str:

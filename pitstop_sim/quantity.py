@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 from decimal import Decimal, InvalidOperation
+from functools import lru_cache
 
 _SUFFIX: dict[str, Decimal] = {
     "n": Decimal("1e-9"),
@@ -30,6 +31,12 @@ def parse_quantity(value: str | int | float) -> Decimal:
     """The numeric value of a quantity; ValueError names the bad input."""
     if isinstance(value, int | float):
         return Decimal(str(value))
+    return _parse_text(value)
+
+
+@lru_cache(maxsize=4096)
+def _parse_text(value: str) -> Decimal:
+    """Cached: a fleet's pods and nodes repeat a handful of quantities (Decimals are immutable)."""
     match = _QUANTITY_RE.match(value.strip())
     if not match:
         raise ValueError(f"quantities must match the regular expression '{_QUANTITY_RE.pattern}': {value!r}")

@@ -38,12 +38,14 @@ from pitstop_sim.controllers.workloads import (
 from pitstop_sim.crds import gpu_operator_crds, kueue_crds
 from pitstop_sim.models import NodeProfile
 from pitstop_sim.objects import (
+    GENERATE_NAME_ATTEMPTS,
     GPU,
     new_uid,
     node_affinity_matches,
     owner_ref,
     pod_requests,
     random_suffix,
+    redraw_suffix,
     untolerated,
 )
 from pitstop_sim.platform_objects import CONTROL_PLANE_LABEL, CONTROL_PLANE_TAINT, node_packages
@@ -307,8 +309,17 @@ class Seeder:
         return node
 
     def _running_pod(self, pod: Obj, node: str) -> Obj:
-        prepared = prepare_create(self.ctx.rt("", "pods"), pod, pod["metadata"]["namespace"], self.ctx.rng)
+        """Store `pod` (built for this call) running on `node`. Its name ends in a random suffix
+        (generateName's 5 characters): on a clash, as the apiserver does, another is drawn; at
+        10,000 nodes a DaemonSet's names clash almost surely."""
+        prepared = prepare_create(
+            self.ctx.rt("", "pods"), pod, pod["metadata"]["namespace"], self.ctx.rng, fresh=True
+        )
         prepared["spec"]["nodeName"] = node
+        for _ in range(GENERATE_NAME_ATTEMPTS):
+            if self.ctx.store.get("pods", prepared["metadata"]["namespace"], name_of(prepared)) is None:
+                break
+            prepared["metadata"]["name"] = redraw_suffix(name_of(prepared), self.ctx.rng)
         prepared["status"] = running_status(
             prepared, self.kubelet.host_ip(node), pod_ip(self.kubelet.node_index(node), name_of(prepared))
         )
@@ -374,6 +385,7 @@ class Seeder:
         }
         ds = self._create("apps", "daemonsets", namespace, body)
         tolerations = list(template_spec.get("tolerations") or []) + list(DAEMONSET_TOLERATIONS)
+        revision = template_hash(ds["spec"]["template"])
         for node in self._nodes:
             probe = {"spec": template_spec}
             if not node_affinity_matches(probe, labels_of(node)):
@@ -382,7 +394,7 @@ class Seeder:
                 tolerations, (node.get("spec") or {}).get("taints") or [], ("NoSchedule", "NoExecute")
             ):
                 continue
-            pod = daemon_pod(ds, ds["spec"]["template"], name_of(node), self.ctx.rng)
+            pod = daemon_pod(ds, ds["spec"]["template"], name_of(node), self.ctx.rng, revision)
             self._take(name_of(node), pod_requests(pod))
             self._running_pod(pod, name_of(node))
 

@@ -15,6 +15,8 @@ from __future__ import annotations
 
 import bisect
 import builtins
+import functools
+import itertools
 import json
 from abc import ABC, abstractmethod
 from collections import deque
@@ -58,6 +60,12 @@ class WatchEvent:
     old: Obj | None
     rv: int
 
+    @functools.cached_property
+    def encoded(self) -> bytes:
+        """`obj` as JSON, encoded once however many watches send it (the apiserver caches an
+        event's serialization for its watchers too)."""
+        return encode(self.obj)
+
 
 @dataclass
 class ListResult:
@@ -79,6 +87,11 @@ def clone(value: Any) -> Any:
     if isinstance(value, list):
         return [clone(v) for v in value]
     return value
+
+
+def _selected(obj: Obj, labels: list[Requirement], fields: list[FieldTerm]) -> bool:
+    object_labels = (obj.get("metadata") or {}).get("labels") or {}
+    return all(r.matches(object_labels) for r in labels) and all(t.matches(obj) for t in fields)
 
 
 def encode(obj: Obj) -> bytes:
@@ -145,12 +158,38 @@ class ObjectStore(ABC):
     def oldest_rv(self) -> int: ...
 
 
+# New keys kept aside up to this many before a list sorts them in one go (seeding 100,000 pods
+# one `insort` at a time moves the whole key list each time).
+BULK_SORT = 64
+
+
 @dataclass
 class _Table:
     objects: dict[str, Obj] = field(default_factory=dict)
-    keys: list[str] = field(default_factory=list)  # sorted, for stable order and continue tokens
+    _keys: list[str] = field(default_factory=list)  # sorted, for stable order and continue tokens
+    _added: list[str] = field(default_factory=list)  # created since the last sort
     labels: dict[str, dict[str, set[str]]] = field(default_factory=dict)
     fields: dict[str, dict[str, set[str]]] = field(default_factory=dict)
+
+    @property
+    def keys(self) -> list[str]:
+        """Every key, sorted."""
+        if self._added:
+            if len(self._added) < BULK_SORT:
+                for key in self._added:
+                    bisect.insort(self._keys, key)
+            else:
+                self._keys.extend(self._added)
+                self._keys.sort()  # a sorted run and a tail: timsort merges them in linear time
+            self._added.clear()
+        return self._keys
+
+    def add_key(self, key: str) -> None:
+        self._added.append(key)
+
+    def remove_key(self, key: str) -> None:
+        keys = self.keys
+        del keys[bisect.bisect_left(keys, key)]
 
 
 class InMemoryStore(ObjectStore):
@@ -213,11 +252,11 @@ class InMemoryStore(ObjectStore):
         out_keys: list[str] = []
         remaining = 0
         next_key: str | None = None
+        objects = table.objects
+        filtered = bool(labels or fields)
         for key in keys:
-            obj = table.objects[key]
-            if not all(r.matches((obj.get("metadata") or {}).get("labels") or {}) for r in labels):
-                continue
-            if not all(term.matches(obj) for term in fields):
+            obj = objects[key]
+            if filtered and not _selected(obj, labels, fields):
                 continue
             if limit is not None and len(items) >= limit:
                 remaining += 1
@@ -242,7 +281,7 @@ class InMemoryStore(ObjectStore):
                 found = index.get(term.value, set())
                 if best is None or len(found) < len(best):
                     best = found
-        return set(best) if best is not None else None
+        return best  # only read, before anything can change it
 
     def create(self, storage: str, obj: Obj) -> Obj:
         meta = obj["metadata"]
@@ -253,7 +292,7 @@ class InMemoryStore(ObjectStore):
         self._rv += 1
         meta["resourceVersion"] = str(self._rv)
         table.objects[key] = obj
-        bisect.insort(table.keys, key)
+        table.add_key(key)
         self._index(storage, table, key, obj)
         self._emit(WatchEvent("ADDED", storage, obj, None, self._rv))
         return obj
@@ -282,8 +321,7 @@ class InMemoryStore(ObjectStore):
         old = table.objects.pop(key, None)
         if old is None:
             raise ObjectMissing(key)
-        index = bisect.bisect_left(table.keys, key)
-        del table.keys[index]
+        table.remove_key(key)
         self._unindex(storage, table, key, old)
         self._encoded.pop(key, None)
         self._rv += 1
@@ -304,7 +342,7 @@ class InMemoryStore(ObjectStore):
             table = self._table(storage)
             old = table.objects.get(key)
             if old is None:
-                bisect.insort(table.keys, key)
+                table.add_key(key)
             else:
                 self._unindex(storage, table, key, old)
             table.objects[key] = obj
@@ -355,11 +393,12 @@ class InMemoryStore(ObjectStore):
             return None
         if not self._history or rv >= self._history[-1].rv:
             return []
-        # Events are in rv order; skip from the left until newer than rv.
+        # Events are in rv order: find the first newer than rv by bisection.
         first = self._history[0].rv
         if rv < first:
             return list(self._history)
-        return [e for e in self._history if e.rv > rv]
+        start = bisect.bisect_right(self._history, rv, key=lambda e: e.rv)
+        return list(itertools.islice(self._history, start, None))
 
     def oldest_rv(self) -> int:
         return self._compacted
@@ -393,9 +432,13 @@ class InMemoryStore(ObjectStore):
                 if not members:
                     del values[value]
         for path in FIELD_INDEXES.get(storage, ()):
-            members = table.fields.get(path, {}).get(field_value(obj, path))
+            index = table.fields.get(path, {})
+            value = field_value(obj, path)
+            members = index.get(value)
             if members is not None:
                 members.discard(key)
+                if not members:
+                    del index[value]
         uid = meta.get("uid")
         if uid and self._uids.get(uid) == (storage, key):
             del self._uids[uid]

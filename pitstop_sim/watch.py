@@ -78,13 +78,16 @@ class WatchRequest:
                 out.append(converted)
         return out
 
-    def line(self, kind: str, obj: Obj) -> bytes:
+    def line(self, kind: str, obj: Obj, encoded: bytes | None = None) -> bytes:
+        """One event line; `encoded` is `obj` as JSON already (shared by every watch)."""
         payload: Any = obj
         if self.as_table and kind not in ("ERROR", "BOOKMARK"):
             payload = tables.table(
                 self.rt, [obj], include_object=self.include_object, include_columns=self._first_table
             )
             self._first_table = False
+        elif encoded is not None:
+            return b'{"type":"' + kind.encode() + b'","object":' + encoded + b"}\n"
         return encode({"type": kind, "object": payload}) + b"\n"
 
     def bookmark(self, rv: int, *, initial_done: bool = False) -> bytes:
@@ -160,5 +163,5 @@ class WatchHub:
                 break
             converted = watch.convert(event)
             if converted is not None:
-                await response.write(watch.line(*converted))
+                await response.write(watch.line(*converted, event.encoded))
         await response.write_eof()

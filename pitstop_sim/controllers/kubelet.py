@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+from functools import lru_cache
 from typing import Any
 
 from pitstop.kube.objects import (
@@ -43,6 +44,12 @@ def _digest(text: str) -> str:
     return hashlib.sha256(text.encode()).hexdigest()
 
 
+@lru_cache(maxsize=1024)
+def _image_id(image: str) -> str:
+    """What the runtime reports as the image's digest (a fleet runs a handful of images)."""
+    return f"{image.split(':')[0]}@sha256:{hashlib.sha256(image.encode()).hexdigest()}"
+
+
 def pod_ip(node_index: int, pod_name: str) -> str:
     digest = int(hashlib.sha1(pod_name.encode()).hexdigest()[:4], 16)
     return f"10.{64 + (node_index // 256) % 64}.{node_index % 256}.{2 + digest % 250}"
@@ -65,7 +72,7 @@ def running_status(pod: Obj, host_ip: str, ip: str, *, restart: bool = False) ->
             {
                 "name": name,
                 "image": image,
-                "imageID": f"{image.split(':')[0]}@sha256:{hashlib.sha256(image.encode()).hexdigest()}",
+                "imageID": _image_id(image),
                 "containerID": f"containerd://{_digest(meta(pod).get('uid', '') + name + str(restarts))}",
                 "ready": True,
                 "started": True,

@@ -1,9 +1,12 @@
 """A small default-scheduler: binds pending pods to Ready, schedulable nodes whose taints
 they tolerate, whose labels match their nodeSelector/affinity, and that have room for their
-requests (GPUs, CPU, memory, pod count). Replicas of one owner spread across nodes."""
+requests (GPUs, CPU, memory, pod count). Replicas of one owner spread across nodes. On a
+big cluster, as kube-scheduler does, a pod's search stops once it has found enough feasible
+nodes to choose from (`feasible_nodes_to_find`), starting where the previous search ended."""
 
 from __future__ import annotations
 
+import itertools
 from collections import Counter
 from decimal import Decimal
 from typing import Any
@@ -27,6 +30,8 @@ from pitstop_sim.store import WatchEvent, clone
 
 Obj = dict[str, Any]
 Usage = dict[str, Decimal]
+MIN_FEASIBLE_NODES = 100  # kube-scheduler's minFeasibleNodesToFind
+MIN_PERCENTAGE_TO_SCORE = 5  # and minFeasibleNodesPercentageToFind
 
 
 class Scheduler(Controller):
@@ -41,6 +46,9 @@ class Scheduler(Controller):
         self._usage: dict[str, Usage] = {}
         self._owners: dict[str, Counter[str]] = {}
         self.events = EventRecorder(self.ctx.store)
+        # Where the next pod's search through the nodes starts (kube-scheduler's
+        # nextStartNodeIndex): searches that stop early do not all end on the first nodes.
+        self._next_start = 0
         # Pods that did not fit, by uid: their key and the message last written to them.
         self._waiting: dict[str, tuple[tuple[str, str], str]] = {}
 
@@ -131,7 +139,13 @@ class Scheduler(Controller):
         reasons: Counter[str] = Counter()
         best: tuple[Any, ...] | None = None
         chosen: Obj | None = None
-        for node in nodes:
+        wanted = feasible_nodes_to_find(len(nodes))
+        start = self._next_start % len(nodes) if nodes else 0
+        feasible = processed = 0
+        for node in itertools.chain(nodes[start:], nodes[:start]):
+            if feasible >= wanted:
+                break
+            processed += 1
             taints = (node.get("spec") or {}).get("taints") or []
             if node_is_unschedulable(node) and not _tolerates_unschedulable(tolerations):
                 reasons["node(s) were unschedulable"] += 1
@@ -166,8 +180,11 @@ class Scheduler(Controller):
                 float(self._usage.get(name_of(node), {}).get("pods", 0)),
                 name_of(node),
             )
+            feasible += 1
             if best is None or score < best:
                 best, chosen = score, node
+        if nodes:
+            self._next_start = (start + processed) % len(nodes)
         if chosen is None:
             self._unschedulable(pod, len(nodes), reasons)
             return
@@ -220,6 +237,18 @@ class Scheduler(Controller):
         ]
         stored = self.ctx.store.update("pods", updated)
         self.events.record(stored, "Warning", "FailedScheduling", message, "default-scheduler")
+
+
+def feasible_nodes_to_find(nodes: int) -> int:
+    """How many feasible nodes kube-scheduler looks for before scoring (numFeasibleNodesToFind
+    with the default percentageOfNodesToScore): every node up to 100, then an adaptive share,
+    50% less 1% per 125 nodes, at least 5% and at least 100 nodes. So scheduling one pod on a
+    10,000-node fleet checks about 500 nodes, not all of them; a pod that fits nowhere still
+    checks all, and its FailedScheduling message counts them all."""
+    if nodes < MIN_FEASIBLE_NODES:
+        return nodes
+    percentage = max(MIN_PERCENTAGE_TO_SCORE, 50 - nodes // 125)
+    return max(MIN_FEASIBLE_NODES, nodes * percentage // 100)
 
 
 def _tolerates_unschedulable(tolerations: list[Obj]) -> bool:

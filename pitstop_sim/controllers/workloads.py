@@ -24,7 +24,15 @@ from pitstop_sim.admission import prepare_create
 from pitstop_sim.clock import rfc3339
 from pitstop_sim.controllers.base import Controller, key_of
 from pitstop_sim.events import EventRecorder
-from pitstop_sim.objects import node_affinity_matches, owner_ref, random_suffix, set_condition, untolerated
+from pitstop_sim.objects import (
+    GENERATE_NAME_ATTEMPTS,
+    node_affinity_matches,
+    owner_ref,
+    random_suffix,
+    redraw_suffix,
+    set_condition,
+    untolerated,
+)
 from pitstop_sim.store import ObjectExists, WatchEvent, clone
 
 Obj = dict[str, Any]
@@ -134,10 +142,17 @@ class _Owned(Controller):
 
     def create_pod(self, owner: Obj, pod: Obj) -> Obj | None:
         pods = self.ctx.rt("", "pods")
-        prepared = prepare_create(pods, pod, namespace_of(owner), self.ctx.rng)
-        try:
-            stored = self.ctx.store.create("pods", prepared)
-        except ObjectExists:
+        prepared = prepare_create(pods, pod, namespace_of(owner), self.ctx.rng, fresh=True)
+        # The name ends in generateName's random suffix: on a clash another is drawn, as the
+        # apiserver retries generateName (likely once an owner has thousands of pods).
+        stored: Obj | None = None
+        for _ in range(GENERATE_NAME_ATTEMPTS):
+            try:
+                stored = self.ctx.store.create("pods", prepared)
+                break
+            except ObjectExists:
+                prepared["metadata"]["name"] = redraw_suffix(name_of(prepared), self.ctx.rng)
+        if stored is None:
             return None
         self.events.record(
             owner,
@@ -456,9 +471,10 @@ class DaemonSetController(_Owned):
                 return
             self.dirty.add(key)
             existing = {pod_node(p) for p in self.owned_pods(current) if pod_is_active(p)}
+            revision = template_hash(template)
             for node_name in todo:
                 if node_name not in existing:
-                    self.create_pod(current, daemon_pod(current, template, node_name, self.ctx.rng))
+                    self.create_pod(current, daemon_pod(current, template, node_name, self.ctx.rng, revision))
 
         self.later(self.ctx.scenario.timing.recreate_delay_seconds, create)
 
@@ -473,9 +489,13 @@ def _max_unavailable(strategy: Obj, desired: int) -> int:
         return 1
 
 
-def daemon_pod(ds: Obj, template: Obj, node: str, rng: Any) -> Obj:
+def daemon_pod(ds: Obj, template: Obj, node: str, rng: Any, revision: str | None = None) -> Obj:
+    """The DaemonSet's pod for `node`; `revision` is `template_hash(template)` if known already."""
     pod = pod_from_template(
-        ds, template, f"{name_of(ds)}-{random_suffix(rng)}", {REVISION_LABEL: template_hash(template)}
+        ds,
+        template,
+        f"{name_of(ds)}-{random_suffix(rng)}",
+        {REVISION_LABEL: revision or template_hash(template)},
     )
     spec = pod["spec"]
     spec["nodeName"] = node
