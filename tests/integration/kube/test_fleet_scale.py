@@ -35,7 +35,9 @@ stages:
     tasks:
       - name: mark
         kube.annotate:
-          annotations: {pitstop.dev/fleet-run: "{{ run.id }}", pitstop.dev/fleet-domain: "{{ failure_domain }}"}
+          annotations:
+            pitstop.dev/fleet-run: "{{ run.id }}"
+            pitstop.dev/fleet-domain: "{{ failure_domain }}"
       - debug: {msg: "{{ inventory_hostname }} done in {{ stage.name }}"}
 """
 
@@ -82,6 +84,11 @@ async def test_three_hundred_nodes_with_a_hundred_in_flight(
         assert (
             notes.get("pitstop.dev/fleet-domain") == node["metadata"]["labels"]["topology.kubernetes.io/zone"]
         )
+
+    # Annotated exactly once: the simulator counts each change of the annotation's value.
+    writes = sim.writes("nodes", annotation="pitstop.dev/fleet-run").objects
+    assert len(writes) == NODES
+    assert {w.annotation_changes.get("pitstop.dev/fleet-run") for w in writes.values()} == {1}
 
     # The limits held: at no moment more than 100 hosts ran, nor 25 of one domain.
     zone = {n["metadata"]["name"]: n["metadata"]["labels"]["topology.kubernetes.io/zone"] for n in nodes}
