@@ -32,6 +32,8 @@ with workflow.unsafe.imports_passed_through():
 DriveOutcome = Literal["done", "stopped", "stuck"]
 # Children started in one workflow task (see `_launch`).
 LAUNCH_CHUNK = 100
+# Patch id: the stage loop no longer waits for its children to start (issue 15).
+LAUNCH_IN_BACKGROUND = "launch-in-background"
 # How much of an execution's history new launches may use (see `_launch_budget`).
 HISTORY_EVENTS_BUDGET = 10_240
 HISTORY_BYTES_BUDGET = 10 * 1024 * 1024
@@ -46,6 +48,8 @@ class HostDriver:
         self.run = run
         self.completed: list[HostResult] = []
         self.launches = 0
+        # Hosts whose child workflow was asked for and has not started yet.
+        self.starting: set[str] = set()
         self._fleet: FleetCache | None = None
 
     def fleet(self) -> FleetCache:
@@ -156,11 +160,14 @@ class HostDriver:
     async def _launch(self, stage: StageRun, hosts: list[str]) -> None:
         """Start one HostWorkflow per host, LAUNCH_CHUNK at a time: each chunk's inputs are
         signed together (one local activity) and its children started in one workflow task,
-        which thus stays far below gRPC's 4 MB however wide the window."""
+        which thus stays far below gRPC's 4 MB however wide the window. The stage loop does
+        not wait for the last chunk's children to start: a busy server takes seconds to start
+        a child, and hosts that end meanwhile must free their slots at once."""
         for first in range(0, len(hosts), LAUNCH_CHUNK):
-            await self._launch_chunk(stage, hosts[first : first + LAUNCH_CHUNK])
+            last = first + LAUNCH_CHUNK >= len(hosts)
+            await self._launch_chunk(stage, hosts[first : first + LAUNCH_CHUNK], wait_started=not last)
 
-    async def _launch_chunk(self, stage: StageRun, hosts: list[str]) -> None:
+    async def _launch_chunk(self, stage: StageRun, hosts: list[str], wait_started: bool) -> None:
         wid = workflow.info().workflow_id
         inputs: list[tuple[HostInput, str]] = []
         # `run` is the same for the whole batch: build it once, not once per host.
@@ -173,12 +180,34 @@ class HostDriver:
             unsigned = self._host_input(stage, host, stage.rule.tasks, stage_handlers=True, run_var=run_var)
             inputs.append((trust.normalized(unsigned), child_id))
         signed = await trust.sign_host_inputs(inputs)
-        await asyncio.gather(
-            *(
-                self._start_host(stage, inp, child_id)
-                for inp, (_, child_id) in zip(signed, inputs, strict=True)
+        pairs = [(inp, child_id) for inp, (_, child_id) in zip(signed, inputs, strict=True)]
+        if not workflow.patched(LAUNCH_IN_BACKGROUND):
+            # Runs recorded before the change waited for every start (replayed the same way).
+            await asyncio.gather(*(self._start_host(stage, inp, child_id) for inp, child_id in pairs))
+            return
+        self.starting.update(hosts)
+        for inp, child_id in pairs:
+            self.run.in_background(self._run_host(stage, inp, child_id))
+        if wait_started:
+            await workflow.wait_condition(lambda: not self.starting.intersection(hosts))
+
+    async def _run_host(self, stage: StageRun, inp: HostInput, child_id: str) -> None:
+        """One host, from its start to its result (in the background of the stage loop)."""
+        try:
+            handle = await self.run.children.start(inp, child_id, aux=False)
+        except Exception as exc:  # a child that cannot start is a failed host, not a stuck stage
+            self.starting.discard(inp.host)
+            now = workflow.now()
+            msg = f"host workflow could not start: {exc}"
+            self.completed.append(
+                HostResult(
+                    host=inp.host, stage=stage.name, status="failed", msg=msg, started_at=now, ended_at=now
+                )
             )
-        )
+            return
+        self.starting.discard(inp.host)
+        await self._catch_up(handle, inp.host)
+        self.completed.append(await self.run.children.result(inp.host, stage.name, handle))
 
     async def _start_host(self, stage: StageRun, inp: HostInput, child_id: str) -> None:
         handle = await self.run.children.start(inp, child_id, aux=False)
