@@ -18,7 +18,7 @@ seconds and peak RSS (and the server's CPU) over its own measured run. Both side
 small warm-up (first sandbox imports, first connections), which is not measured.
 
 `--hosts 10000` (or `--fleet`) runs the 10,000-host shape. `--profile DIR` runs the engine
-worker under py-spy (when installed) and writes a flame graph. Asserts nothing about timing.
+worker under py-spy (`pip install py-spy`) and writes its collapsed stacks. Asserts nothing about timing.
 """
 
 from __future__ import annotations
@@ -221,11 +221,13 @@ def start_workers(stack: DevStack, work: Path) -> tuple[WorkerProcess, WorkerPro
 
 
 def start_profiler(pid: int, profile: Path) -> subprocess.Popen[bytes]:
-    """py-spy sampling the engine worker until stopped (SIGINT makes it write the graph)."""
+    """py-spy sampling the engine worker until stopped (SIGINT makes it write the profile):
+    collapsed stacks, which speedscope and flamegraph.pl read, and `sort | uniq` can sum."""
     py_spy = shutil.which("py-spy") or str(Path(sys.executable).parent / "py-spy")
     profile.mkdir(parents=True, exist_ok=True)
-    out = profile / "engine-worker.svg"
-    return subprocess.Popen([py_spy, "record", "--pid", str(pid), "--rate", "50", "--output", str(out)])
+    out = profile / "engine-worker.folded"
+    argv = [py_spy, "record", "--pid", str(pid), "--rate", "100", "--format", "raw", "--output", str(out)]
+    return subprocess.Popen(argv, stdout=subprocess.DEVNULL)
 
 
 def report(hosts: int, tasks: int, in_flight: int, bare: Measured, engine: Measured) -> None:
@@ -286,12 +288,17 @@ def main() -> int:
     parser.add_argument("--tasks", type=int, default=3, help="no-op activity tasks per host (default 3)")
     parser.add_argument("--in-flight", type=int, default=100, help="hosts in flight at most (default 100)")
     parser.add_argument(
-        "--profile", type=Path, metavar="DIR", help="run the engine worker under py-spy, flame graph in DIR"
+        "--profile",
+        type=Path,
+        metavar="DIR",
+        help="run the engine worker under py-spy, collapsed stacks in DIR",
     )
     parser.add_argument("--keep", action="store_true", help="keep the work directory (worker logs)")
     opts = parser.parse_args()
     if opts.fleet:
         opts.hosts = 10_000
+    # A SIGTERM (e.g. from `timeout`) unwinds like Ctrl-C: the server and workers are stopped.
+    signal.signal(signal.SIGTERM, signal.default_int_handler)
     work = Path(tempfile.mkdtemp(prefix="pitstop-bench-overhead-"))
     try:
         asyncio.run(bench(opts, work))
