@@ -24,6 +24,7 @@ with workflow.unsafe.imports_passed_through():
     from workflows.rollout import RolloutLimits, RolloutState, blocked_reason, next_hosts, stop_launching
     from workflows.run_children import Command
     from workflows.run_context import RunContext
+    from workflows.run_fleet import FleetCache
     from workflows.run_stages import StageRun
 
 # How a stage's host loop ended: every eligible host finished, a stop was requested or
@@ -40,6 +41,14 @@ class HostDriver:
         self.run = run
         self.completed: list[HostResult] = []
         self.launches = 0
+        self._fleet: FleetCache | None = None
+
+    def fleet(self) -> FleetCache:
+        """What every host of the run shares, computed once per execution (the plan is fixed)."""
+        plan = self.run.p().plan
+        if self._fleet is None or self._fleet.plan is not plan:
+            self._fleet = FleetCache(plan)
+        return self._fleet
 
     async def run_hosts(self, stage: StageRun) -> DriveOutcome:
         self._skip_failed_earlier(stage)
@@ -134,12 +143,14 @@ class HostDriver:
         """Start one HostWorkflow per host, their inputs signed together (one local activity)."""
         wid = workflow.info().workflow_id
         inputs: list[tuple[HostInput, str]] = []
+        # `run` is the same for the whole batch: build it once, not once per host.
+        run_var = self.run_vars().as_template_var()
         for host in hosts:
             self.launches += 1
             stage.host_started(host)
             child_id = f"{wid}/{stage.name}/{host}"
             self.run.children.ids[host] = child_id
-            unsigned = self._host_input(stage, host, stage.rule.tasks, stage_handlers=True)
+            unsigned = self._host_input(stage, host, stage.rule.tasks, stage_handlers=True, run_var=run_var)
             inputs.append((trust.normalized(unsigned), child_id))
         signed = await trust.sign_host_inputs(inputs)
         await asyncio.gather(
@@ -222,6 +233,7 @@ class HostDriver:
         tasks: list[Task],
         stage_handlers: bool,
         select_tags: bool = True,
+        run_var: dict[str, Any] | None = None,
     ) -> HostInput:
         progress = self.run.p()
         return run_vars.host_input(
@@ -231,9 +243,10 @@ class HostDriver:
             host=host,
             tasks=tasks,
             host_facts=progress.host_facts,
-            run=self.run_vars(),
+            run_var=run_var if run_var is not None else self.run_vars().as_template_var(),
             requested_by=self.run.request.requested_by,
             stage_handlers=stage_handlers,
+            fleet=self.fleet(),
             select_tags=select_tags,
         )
 

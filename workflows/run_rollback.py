@@ -17,9 +17,9 @@ from temporalio import workflow
 with workflow.unsafe.imports_passed_through():
     from pitstop.contracts import HostResult
     from workflows.run_context import RunContext
+    from workflows.run_fleet import LOCALHOST
     from workflows.run_hosts import HostDriver
     from workflows.run_stages import StageRun
-    from workflows.run_vars import LOCALHOST
 
 # Shortest observe interval honoured; a zero interval would make the window a busy loop.
 MIN_OBSERVE_INTERVAL_S = 0.05

@@ -11,7 +11,7 @@ Pure: no Temporal calls (the run's id is passed in), no I/O.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from typing import Any
 
 from pitstop.contracts import (
@@ -29,10 +29,10 @@ from pitstop.contracts import (
 from pitstop.runbook.models import Stage, Task
 from pitstop.runbook.scope import VarScope
 from pitstop.runbook.templating import TemplateError, evaluate_bool
+from workflows import run_fleet
 from workflows.rollout import failure_budget_exceeded
+from workflows.run_fleet import LOCALHOST, FleetCache
 from workflows.run_stages import StageRun
-
-LOCALHOST = "localhost"
 
 
 def run_scope(
@@ -58,30 +58,6 @@ def run_scope(
     if magic is not None:
         layers["run_magic"] = magic
     return VarScope(layers)
-
-
-def hostvars(plan: Plan, host_facts: Mapping[str, Mapping[str, Any]]) -> dict[str, dict[str, Any]]:
-    """`hostvars`, with the facts localhost set in earlier stages: run-wide results (the version
-    inventory, the acceptance baseline) are set there and read by every host as
-    `hostvars['localhost'].<fact>`. Other hosts' facts stay their own, so that a task's input
-    does not grow with the fleet."""
-    carried = host_facts.get(LOCALHOST)
-    if not carried:
-        return plan.hostvars
-    merged = dict(plan.hostvars)
-    merged[LOCALHOST] = {**merged.get(LOCALHOST, {"inventory_hostname": LOCALHOST}), **carried}
-    return merged
-
-
-def groups(plan: Plan) -> dict[str, list[str]]:
-    """Ansible's `groups` magic variable: each group's hosts, and `all`."""
-    out: dict[str, list[str]] = {"all": []}
-    for host, hv in plan.hostvars.items():
-        if host != LOCALHOST:
-            out["all"].append(host)
-        for group in hv.get("group_names") or []:
-            out.setdefault(str(group), []).append(host)
-    return out
 
 
 def run_vars(
@@ -143,19 +119,24 @@ def gate_outcome(gate_id: str, gate: GateState) -> GateVars:
     )
 
 
-def stage_vars(stage: StageRun | None) -> dict[str, Any]:
-    """The `stage` variable: the stage's hosts and how they fared so far ({} outside a stage)."""
+def stage_vars(stage: StageRun | None, fleet_keys: Collection[str] | None = None) -> dict[str, Any]:
+    """The `stage` variable: the stage's hosts and how they fared so far ({} outside a stage).
+    `fleet_keys`: which of the keys that grow with the fleet to build (None: all)."""
     if stage is None:
         return {}
     progress = stage.progress
-    return {
-        "name": stage.name,
-        "hosts": list(stage.plan.hosts),
-        "done_hosts": list(progress.done) if progress else stage.hosts_with("ok"),
-        "failed_hosts": list(progress.failed) if progress else stage.hosts_with("failed"),
-        "skipped_hosts": list(progress.skipped) if progress else stage.hosts_with("skipped"),
-        "results": {h.host: {"status": h.status, "msg": h.msg} for h in stage.report.hosts},
+    heavy: dict[str, Callable[[], Any]] = {
+        "hosts": lambda: list(stage.plan.hosts),
+        "done_hosts": lambda: list(progress.done) if progress else stage.hosts_with("ok"),
+        "failed_hosts": lambda: list(progress.failed) if progress else stage.hosts_with("failed"),
+        "skipped_hosts": lambda: list(progress.skipped) if progress else stage.hosts_with("skipped"),
+        "results": lambda: {h.host: {"status": h.status, "msg": h.msg} for h in stage.report.hosts},
     }
+    out: dict[str, Any] = {"name": stage.name}
+    for key, build in heavy.items():
+        if fleet_keys is None or key in fleet_keys:
+            out[key] = build()
+    return out
 
 
 def host_input(
@@ -166,28 +147,41 @@ def host_input(
     host: str,
     tasks: list[Task],
     host_facts: Mapping[str, Mapping[str, Any]],
-    run: RunVars,
+    run_var: Mapping[str, Any],
     requested_by: str,
     stage_handlers: bool,
+    fleet: FleetCache,
     select_tags: bool = True,
 ) -> HostInput:
-    """The input of one host workflow: `tasks` on `host`, within `stage` (None: run-level)."""
+    """The input of one host workflow: `tasks` on `host`, within `stage` (None: run-level).
+
+    `run_var` is `run.as_template_var()`, built once per launch batch. Of the fleet the input
+    carries only what the tasks can name (`workflows/run_fleet.py`)."""
     rule: Stage | None = stage.rule if stage is not None else None
+    handlers = [*(rule.handlers if rule is not None and stage_handlers else []), *plan.runbook.handlers]
+    inventory = plan.hostvars.get(host, {"inventory_hostname": host, "group_names": []})
+    facts = host_facts.get(host, {})
+    stage_layer = rule.vars if rule is not None else {}
+    scope_name = rule.name if rule is not None else "run"
+    refs = run_fleet.host_refs(fleet.refs(scope_name, tasks, handlers, stage_layer), inventory, facts)
+    magic = {
+        "run": run_fleet.trimmed(run_var, refs, "run", run_fleet.RUN_FLEET_KEYS),
+        "stage": stage_vars(stage, run_fleet.fleet_keys_read(refs, "stage", run_fleet.STAGE_FLEET_KEYS)),
+    }
     merged = dict(
         run_scope(
-            inventory=plan.hostvars.get(host, {"inventory_hostname": host, "group_names": []}),
+            inventory=inventory,
             play=plan.runbook.vars,
-            stage=rule.vars if rule is not None else {},
-            facts=host_facts.get(host, {}),
+            stage=stage_layer,
+            facts=facts,
             extra=plan.extra_vars,
-            groups=groups(plan),
-            magic={"run": run.as_template_var(), "stage": stage_vars(stage)},
+            groups=run_fleet.groups_view(fleet.groups(), refs),
+            magic=magic,
         ).merged()
     )
     if rule is not None and rule.tags:
         # A stage's tags apply to every task in it, as a play's do in Ansible.
         tasks = [t.model_copy(update={"tags": [*rule.tags, *t.tags]}) for t in tasks]
-    handlers = [*(rule.handlers if rule is not None and stage_handlers else []), *plan.runbook.handlers]
     return HostInput(
         run_workflow_id=run_id,
         run_id=run_id,
@@ -196,7 +190,7 @@ def host_input(
         tasks=tasks,
         handlers=handlers,
         vars=merged,
-        hostvars=hostvars(plan, host_facts),
+        hostvars=run_fleet.hostvars_view(plan, host, refs, host_facts.get(LOCALHOST)),
         modules=plan.modules,
         task_queue=plan.task_queue,
         cluster=plan.cluster,

@@ -158,7 +158,14 @@ def _open_client(
         client.close()
         raise known.changed_error(name, exc.key, exc.expected_key) from None
     except paramiko.AuthenticationException as exc:
+        # A refusal leaves the transport up (the server answered USERAUTH_FAILURE); a host
+        # that hung up mid-authentication (a rebooting node's sshd being stopped) is not
+        # refusing the key and must be retried, so it is unreachable, not unauthorized.
+        transport = client.get_transport()
+        hung_up = transport is None or not transport.is_active()
         client.close()
+        if hung_up:
+            raise unreachable(address, "the host closed the connection during authentication", via) from None
         raise unauthorized(user, address, key_name, str(exc) or "authentication failed") from None
     except ApplicationError:
         client.close()

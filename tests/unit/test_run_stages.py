@@ -12,6 +12,7 @@ from activities.plan import build_plan
 from pitstop.contracts import HostResult, RunProgress, RunRequest, RunVars
 from pitstop.module_args.records import ChangeRecordArgs
 from workflows import run_vars
+from workflows.run_fleet import FleetCache
 from workflows.rollout import RolloutState
 from workflows.run_stages import StageRun, StageRuns, fresh_records
 
@@ -24,7 +25,7 @@ stages:
     hosts: gpu
     vars: {level: stage}
     tasks:
-      - debug: {msg: hi}
+      - debug: {msg: "{{ groups.gpu }} {{ run.stages }} {{ stage.hosts }}"}
   - name: second
     hosts: gpu
     max_fail_percentage: 50
@@ -152,9 +153,10 @@ def test_host_input_sees_the_layers_and_the_magic_variables(progress: RunProgres
         host="h00",
         tasks=stages.all[0].rule.tasks,
         host_facts={"h00": {"fact": 1}},
-        run=run,
+        run_var=run.as_template_var(),
         requested_by="alice",
         stage_handlers=True,
+        fleet=FleetCache(progress.plan),
     )
     assert (inp.vars["level"], inp.vars["only_play"], inp.vars["fact"]) == ("stage", 1, 1)
     assert inp.vars["groups"]["gpu"] == ["h00", "h01", "h02", "h03"]

@@ -1,0 +1,152 @@
+"""A host's input carries only what its tasks can name of the fleet, so its size does not
+grow with the fleet (issue 15: at 1,000 nodes every child carried every host's variables)."""
+
+from __future__ import annotations
+
+import json
+import textwrap
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pytest
+
+from activities.plan import build_plan
+from pitstop.contracts import HostInput, RunProgress, RunRequest, RunVars
+from pitstop.runbook.fleet_refs import fleet_refs
+from workflows import run_vars
+from workflows.run_fleet import FleetCache
+from workflows.run_stages import StageRuns, fresh_records
+
+NOW = datetime(2026, 1, 1, tzinfo=UTC)
+
+
+# --- what expressions read ----------------------------------------------------------------
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("{{ hostvars['localhost'].baseline }}", {"hostvars": {"localhost"}}),
+        ("{{ hostvars.node_7.ip }}", {"hostvars": {"node_7"}}),
+        ("{{ hostvars[inventory_hostname].ip }}", {"hostvars": {"inventory_hostname"}}),
+        ("{{ hostvars[item].ip }}", {"hostvars": {"*"}}),
+        ("{{ groups.gpu_canary + groups['control_plane'] }}", {"groups": {"gpu_canary", "control_plane"}}),
+        ("{{ groups | length }}", {"groups": {"*"}}),
+        ("stage.failed_hosts | length > 0", {"stage": {"failed_hosts"}}),
+        ("run.stages[0].status == 'ok'", {"run": {"stages"}}),
+        ("{{ vars['groups'] }}", {"groups": {"*"}}),
+        ("{{ vars[name] }}", {v: {"*"} for v in ("hostvars", "groups", "stage", "run")}),
+        ("{% for run in items %}{{ run }}{% endfor %}", {"run": {"*"}}),
+        ("run the drain on every node", {}),  # prose: not an expression
+        ("{{ inventory_hostname }} and {{ item.name }}", {}),
+    ],
+)
+def test_fleet_refs_name_literal_keys_or_any_key(text: str, expected: dict[str, set[str]]) -> None:
+    assert {k: set(v) for k, v in fleet_refs([{"when": [text]}]).named.items()} == expected
+
+
+# --- host inputs ----------------------------------------------------------------------------
+def _progress(tmp_path: Path, hosts: int, tasks: str) -> RunProgress:
+    inventory = {
+        "all": {"children": {"gpu": {"hosts": {f"node-{i:05d}": _hostvars(i) for i in range(hosts)}}}}
+    }
+    runbook = textwrap.dedent(
+        """\
+        name: fleet
+        stages:
+          - name: maintain
+            hosts: gpu
+            rolling: {max_in_flight: 100}
+            tasks:
+        """
+    ) + textwrap.indent(textwrap.dedent(tasks), "      ")
+    tmp_path.mkdir(parents=True, exist_ok=True)
+    files = {"runbook.yaml": runbook, "inventory.yaml": json.dumps(inventory)}
+    for name, text in files.items():
+        (tmp_path / name).write_text(text)
+    plan = build_plan(RunRequest(runbook="runbook.yaml", inventory="inventory.yaml", files=files))
+    reports, statuses = fresh_records(plan.stages)
+    return RunProgress(plan=plan, started_at=NOW, reports=reports, statuses=statuses)
+
+
+def _hostvars(i: int) -> dict[str, object]:
+    # What `from_nodes` gives a node: its address, labels and failure domain.
+    return {
+        "ansible_host": f"10.0.{i // 250}.{i % 250}",
+        "topology_zone": f"zone-{i % 8}",
+        "labels": {"nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3", "pool": f"pool-{i % 4}"},
+    }
+
+
+def _input(progress: RunProgress, host: str, facts: dict[str, dict[str, object]] | None = None) -> HostInput:
+    stages = StageRuns(progress)
+    run = RunVars(id="r1", runbook="fleet", stages=[run_vars.stage_outcome(s) for s in stages])
+    stage = stages.all[0]
+    return run_vars.host_input(
+        run_id="r1",
+        plan=progress.plan,
+        stage=stage,
+        host=host,
+        tasks=stage.rule.tasks,
+        host_facts=facts or {},
+        run_var=run.as_template_var(),
+        requested_by="alice",
+        stage_handlers=True,
+        fleet=FleetCache(progress.plan),
+    )
+
+
+def _size(inp: HostInput) -> int:
+    return len(inp.model_dump_json())
+
+
+MAINTAIN = """\
+- kube.annotate: {annotations: {pitstop/maintained: "{{ run.id }}"}}
+- debug: {msg: "{{ inventory_hostname }} in {{ topology_zone }} done ({{ stage.name }})"}
+"""
+
+
+def test_a_hosts_input_does_not_grow_with_the_fleet(tmp_path: Path) -> None:
+    small = _input(_progress(tmp_path / "a", 20, MAINTAIN), "node-00007")
+    large = _input(_progress(tmp_path / "b", 400, MAINTAIN), "node-00007")
+    assert _size(large) == _size(small)
+    assert set(large.hostvars) == {"node-00007", "localhost"}
+    assert large.hostvars["node-00007"]["ansible_host"] == "10.0.0.7"
+    assert large.vars["groups"] == {}
+    assert large.vars["stage"] == {"name": "maintain"}
+    assert "stages" not in large.vars["run"] and large.vars["run"]["id"] == "r1"
+
+
+def test_localhost_facts_reach_every_host(tmp_path: Path) -> None:
+    progress = _progress(tmp_path, 50, "- debug: {msg: \"{{ hostvars['localhost'].baseline.bw }}\"}\n")
+    inp = _input(progress, "node-00003", {"localhost": {"baseline": {"bw": 380}}, "node-00004": {"x": 1}})
+    assert inp.hostvars["localhost"]["baseline"] == {"bw": 380}
+    assert set(inp.hostvars) == {"node-00003", "localhost"}  # another host's facts stay its own
+
+
+def test_named_hosts_and_groups_are_sent_and_only_they(tmp_path: Path) -> None:
+    tasks = """\
+    - debug: {msg: "{{ hostvars['node-00011'].ansible_host }} {{ groups.gpu | length }}"}
+    - kube.cordon: {reason: drain}
+      delegate_to: node-00012
+    """
+    inp = _input(_progress(tmp_path, 40, tasks), "node-00001")
+    assert set(inp.hostvars) == {"node-00001", "node-00011", "node-00012", "localhost"}
+    assert set(inp.vars["groups"]) == {"gpu"} and len(inp.vars["groups"]["gpu"]) == 40
+
+
+@pytest.mark.parametrize(
+    "tasks",
+    [
+        '- debug: {msg: "{{ hostvars[item].ansible_host }}"}\n  loop: "{{ groups.gpu }}"\n',
+        '- kube.cordon: {reason: drain}\n  delegate_to: "{{ groups.gpu[0] }}"\n',
+    ],
+)
+def test_computed_host_names_get_every_hosts_vars(tmp_path: Path, tasks: str) -> None:
+    inp = _input(_progress(tmp_path, 30, tasks), "node-00001")
+    assert len(inp.hostvars) == 31  # every node and localhost: correct first
+
+
+def test_the_stage_and_run_lists_are_sent_when_named(tmp_path: Path) -> None:
+    tasks = '- debug: {msg: "{{ stage.done_hosts }}"}\n  when: run.stages | length > 0\n'
+    inp = _input(_progress(tmp_path, 10, tasks), "node-00001")
+    assert inp.vars["stage"]["done_hosts"] == [] and "results" not in inp.vars["stage"]
+    assert inp.vars["run"]["stages"][0]["name"] == "maintain"
