@@ -15,7 +15,9 @@ Wall time is the server's: from the parent workflow's start to the close of its 
 (continue-as-new included), so CLI start-up is not counted on either side. Printed: wall, per
 task (wall / H*K), the ratio engine/bare against the 1.3x target, and each worker's CPU
 seconds and peak RSS (and the server's CPU) over its own measured run. Both sides first run a
-small warm-up (first sandbox imports, first connections), which is not measured.
+small warm-up (first sandbox imports, first connections), which is not measured. The two
+sides run one after the other: on a shared machine the wall ratio moves with the load, the
+worker-CPU ratio much less.
 
 `--hosts 10000` (or `--fleet`) runs the 10,000-host shape. `--profile DIR` runs the engine
 worker under py-spy (`pip install py-spy`) and writes its collapsed stacks. Asserts nothing about timing.
