@@ -75,6 +75,9 @@ async def bench_noop(call: ModuleCall) -> ModuleResult:
 
 BENCH_WORKFLOWS: list[type] = [FloorActivities, FloorLocalActivities]
 BENCH_ACTIVITIES: list[Callable[..., Any]] = [floor_noop, bench_noop]
+# What `python worker.py` serves from this module when PITSTOP_MODULES names it (with `bench/`
+# on PYTHONPATH): the no-op module the engine benchmarks run as a real activity.
+ACTIVITIES: list[Callable[..., Any]] = [bench_noop]
 
 if __name__ == "__main__":
     print("bench/_common.py holds helpers for the benchmarks; nothing to run")

@@ -63,23 +63,28 @@ def setup_tracing(
     *,
     environ: Mapping[str, str] = os.environ,
     extra_exporters: Sequence[SpanExporter] = (),
-) -> TracerProvider:
-    """Install (once) and return the process-wide tracer provider.
+) -> TracerProvider | None:
+    """Install (once) and return the process-wide tracer provider; None while nothing exports.
 
-    Idempotent: later calls return the provider of the first call (OpenTelemetry allows the
-    global provider to be set only once), adding any `extra_exporters` to it, which is how
-    tests attach an `InMemorySpanExporter`.
+    Idempotent: later calls return the provider of the first call that installed one
+    (OpenTelemetry allows the global provider to be set only once), adding any
+    `extra_exporters` to it, which is how tests attach an `InMemorySpanExporter`.
+
+    With no exporter at all, no SDK provider is installed: OpenTelemetry's default no-op
+    tracer makes the tracing interceptor's spans non-recording, so a worker does not build,
+    and carry in every activity's and child's headers, spans that nobody would receive.
     """
     global _provider
     with _lock:
+        names = exporter_names(environ)
         if _provider is None:
             current = trace.get_tracer_provider()
             if isinstance(current, TracerProvider):
                 # Someone (an embedding application) installed an SDK provider already: use it.
                 _provider = current
-            else:
+            elif names or extra_exporters:
                 _provider = TracerProvider(resource=Resource.create({SERVICE_NAME: service_name}))
-                for name in exporter_names(environ):
+                for name in names:
                     # Console output is for humans watching: show spans as they end.
                     processor = (
                         SimpleSpanProcessor(_make_exporter(name))
@@ -88,6 +93,8 @@ def setup_tracing(
                     )
                     _provider.add_span_processor(processor)
                 trace.set_tracer_provider(_provider)
+            else:
+                return None
         for exporter in extra_exporters:
             _provider.add_span_processor(SimpleSpanProcessor(exporter))
         return _provider

@@ -22,9 +22,11 @@ PITSTOP_WORKER_KEY[_FILE] and PITSTOP_VOTE_KEY[_FILE], or from the embedded stac
 from __future__ import annotations
 
 import asyncio
+import importlib
 import logging
+import os
 import signal
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from datetime import timedelta
 from pathlib import Path
@@ -85,6 +87,19 @@ def _client_has_tracing(client: Client) -> bool:
     return any(isinstance(i, TracingInterceptor) for i in client.config().get("interceptors", []))
 
 
+def site_activities(environ: Mapping[str, str] = os.environ) -> list[Callable[..., Any]]:
+    """The activities of the site modules named in PITSTOP_MODULES (each module's `ACTIVITIES`).
+
+    The same variable makes their specs known to the loader (`pitstop.modules`); without this a
+    site module would pass validation and then wait forever for a worker that serves it.
+    """
+    found: list[Callable[..., Any]] = []
+    for name in environ.get("PITSTOP_MODULES", "").split(","):
+        if name.strip():
+            found.extend(getattr(importlib.import_module(name.strip()), "ACTIVITIES", ()))
+    return found
+
+
 def registered(
     workflows: Sequence[type] | None = None,
     activities: Sequence[Callable[..., Any]] | None = None,
@@ -97,7 +112,7 @@ def registered(
     if activities is None:
         from activities import ACTIVITIES
 
-        activities = ACTIVITIES
+        activities = [*ACTIVITIES, *site_activities()]
     if not workflows and not activities:
         raise EmptyRegistryError(
             "no workflows or activities are registered: add them to WORKFLOWS in workflows/__init__.py "
@@ -144,7 +159,9 @@ def build_worker(
         max_concurrent_activities=max_concurrent_activities,
         interceptors=interceptors,
         graceful_shutdown_timeout=timedelta(seconds=grace_seconds),
-        workflow_runner=workflow_runner(),
+        # The engine's own workflow code is passed through (see pitstop/sandbox.py for why that is
+        # safe): re-importing it for every new workflow instance cost ~100 ms of CPU per host.
+        workflow_runner=workflow_runner(engine=True),
     )
 
 
