@@ -28,7 +28,10 @@ from temporalio.client import Client
 
 GPU_SELECTOR = "nvidia.com/gpu.present=true"
 ZONE_LABEL = "topology.kubernetes.io/zone"
-SIZE_WARNINGS = ("payload size", "history size", "exceeds", "blob size")
+# The brief's words, and how the SDK core (TMPRL1103: "payloads with size that exceeded the
+# warning limit") and the server ("Blob data size exceeds the warning limit", "history size
+# exceeds warn limit") say them.
+SIZE_WARNINGS = ("payload size", "payloads with size", "history size", "exceeds", "blob size", "TMPRL1103")
 # Signs of a worker that cannot keep up: workflow tasks over 5 s (the SDK's TMPRL1104), and
 # completions the server refused because the task had already timed out (10 s) and moved on.
 STRAIN = {
