@@ -128,8 +128,11 @@ class RunRequest(BaseModel):
     plan_of: str | None = Field(default=None, description="Run id of the approved plan.")
     expected_hashes: PlanHashes | None = None
     # Bounds one execution's history: after this many host launches the run continues as
-    # new (between launches, with no host in flight), carrying its state in `state`.
-    max_launches_per_execution: int = Field(default=400, ge=1)
+    # new (between launches, with no host in flight), carrying its state in `state`. It also
+    # does so earlier, when Temporal suggests it or the history reaches its budget
+    # (workflows/run_hosts.py); each continue-as-new waits for the hosts in flight, so the
+    # fewer the better.
+    max_launches_per_execution: int = Field(default=2000, ge=1)
     # Set by a holder of the vote key (the CLI next to the embedded stack, the demo): who asked.
     requester_proof: RequesterProof | None = Field(
         default=None, description="Signed requester (vote key); without it `requested_by` is a claim."
