@@ -17,7 +17,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from pitstop.contracts import Plan
-from pitstop.runbook.fleet_refs import SELF_KEY, FleetRefs, fleet_refs
+from pitstop.runbook.fleet_refs import SELF_KEY, FleetRefs, task_refs
 from pitstop.runbook.models import Task
 from pitstop.runbook.templating import is_template
 
@@ -44,7 +44,14 @@ class FleetCache:
     def __init__(self, plan: Plan) -> None:
         self.plan = plan
         self._groups: dict[str, list[str]] | None = None
+        self._positions: dict[str, int] | None = None
         self._refs: dict[tuple[str, tuple[str, ...]], FleetRefs] = {}
+
+    def positions(self) -> dict[str, int]:
+        """Each host's place in the inventory (to keep views in its order cheaply)."""
+        if self._positions is None:
+            self._positions = {h: i for i, h in enumerate(self.plan.hostvars)}
+        return self._positions
 
     def groups(self) -> dict[str, list[str]]:
         if self._groups is None:
@@ -52,13 +59,15 @@ class FleetCache:
         return self._groups
 
     def refs(self, scope: str, tasks: Sequence[Task], handlers: Sequence[Task], stage_vars: Any) -> FleetRefs:
-        """What a task list (with its handlers and the run's variables) reads of the fleet."""
+        """What a task list (with its handlers) reads of the fleet. Variable values are never
+        rendered a second time, so they name nothing; a layer that sets `inventory_hostname`
+        makes `hostvars[inventory_hostname]` any host."""
         key = (scope, tuple(t.task_id for t in (*tasks, *handlers)))
         refs = self._refs.get(key)
         if refs is None:
             plan = self.plan
-            dumped = [t.model_dump(mode="json", exclude={"source"}) for t in (*tasks, *handlers)]
-            refs = fleet_refs([dumped, plan.runbook.vars, stage_vars, plan.extra_vars])
+            rebinds = any(SELF_KEY in layer for layer in (plan.runbook.vars, stage_vars, plan.extra_vars))
+            refs = task_refs([*tasks, *handlers], rebinds_self=rebinds)
             delegates = {t.delegate_to for task in (*tasks, *handlers) for t in task.walk() if t.delegate_to}
             # A templated `delegate_to` may name any host: its connection variables must be at hand.
             named = {"hostvars": frozenset(d for d in delegates if not is_template(d))}
@@ -69,25 +78,22 @@ class FleetCache:
         return refs
 
 
-def host_refs(shared: FleetRefs, inventory: Mapping[str, Any], facts: Mapping[str, Any]) -> FleetRefs:
-    """The shared references plus what the host's own variables name (they may be templates)."""
-    own = fleet_refs([inventory, facts]) if inventory or facts else FleetRefs()
-    return shared.union(own) if own.named else shared
-
-
 def hostvars_view(
-    plan: Plan, host: str, refs: FleetRefs, localhost_facts: Mapping[str, Any] | None
+    fleet: FleetCache, host: str, refs: FleetRefs, localhost_facts: Mapping[str, Any] | None
 ) -> dict[str, dict[str, Any]]:
     """`hostvars` as the host's input carries it: itself, `localhost` (with the run-wide facts
     set there in earlier stages), and the hosts its tasks name; every host if they compute the
-    name. Other hosts' facts stay their own."""
+    name. Other hosts' facts stay their own. In the inventory's order, as Ansible gives it."""
+    everything = fleet.plan.hostvars
     keys = refs.keys("hostvars")
     if refs.reads("hostvars") and keys is None:
-        names: Sequence[str] = list(plan.hostvars)
+        view = dict(everything)
     else:
-        wanted = {host, LOCALHOST, *(k for k in keys or () if k != SELF_KEY)}
-        names = [h for h in wanted if h in plan.hostvars or h == LOCALHOST]
-    view = {h: plan.hostvars[h] for h in names if h in plan.hostvars}
+        position = fleet.positions()
+        wanted = sorted(
+            (h for h in {host, LOCALHOST, *(keys or ())} if h in position), key=position.__getitem__
+        )
+        view = {h: everything[h] for h in wanted}
     if localhost_facts:
         view[LOCALHOST] = {**view.get(LOCALHOST, {"inventory_hostname": LOCALHOST}), **localhost_facts}
     return view
@@ -97,9 +103,7 @@ def groups_view(groups: Mapping[str, list[str]], refs: FleetRefs) -> dict[str, l
     if not refs.reads("groups"):
         return {}
     keys = refs.keys("groups")
-    if keys is None:
-        return dict(groups)
-    return {g: groups[g] for g in keys if g in groups}
+    return {g: hosts for g, hosts in groups.items() if keys is None or g in keys}
 
 
 def fleet_keys_read(refs: FleetRefs, variable: str, fleet_keys: Sequence[str]) -> set[str]:

@@ -32,7 +32,9 @@ with workflow.unsafe.imports_passed_through():
 DriveOutcome = Literal["done", "stopped", "stuck"]
 # Children started in one workflow task (see `_launch`).
 LAUNCH_CHUNK = 100
-# Patch id: the stage loop no longer waits for its children to start (issue 15).
+# Patch ids (issue 15): launches chunked and the history budget checked; the stage loop no
+# longer waits for its children to start. Runs recorded before replay as they ran.
+LAUNCH_LIMITS = "launch-limits"
 LAUNCH_IN_BACKGROUND = "launch-in-background"
 # How much of an execution's history new launches may use (see `_launch_budget`).
 HISTORY_EVENTS_BUDGET = 10_240
@@ -124,11 +126,13 @@ class HostDriver:
         fifth of Temporal's hard limits (51,200 events, 50 MB) — a server may have the
         suggestion turned off, and the hosts still in flight must fit in what is left."""
         info = workflow.info()
-        if (
-            info.is_continue_as_new_suggested()
-            or info.get_current_history_length() >= HISTORY_EVENTS_BUDGET
+        if info.is_continue_as_new_suggested():
+            return 0
+        over_budget = (
+            info.get_current_history_length() >= HISTORY_EVENTS_BUDGET
             or info.get_current_history_size() >= HISTORY_BYTES_BUDGET
-        ):
+        )
+        if over_budget and workflow.patched(LAUNCH_LIMITS):
             return 0
         return self.run.request.max_launches_per_execution - self.launches
 
@@ -163,9 +167,11 @@ class HostDriver:
         which thus stays far below gRPC's 4 MB however wide the window. The stage loop does
         not wait for the last chunk's children to start: a busy server takes seconds to start
         a child, and hosts that end meanwhile must free their slots at once."""
-        for first in range(0, len(hosts), LAUNCH_CHUNK):
-            last = first + LAUNCH_CHUNK >= len(hosts)
-            await self._launch_chunk(stage, hosts[first : first + LAUNCH_CHUNK], wait_started=not last)
+        # Runs recorded before chunking started every host of a launch at once.
+        size = LAUNCH_CHUNK if len(hosts) <= LAUNCH_CHUNK or workflow.patched(LAUNCH_LIMITS) else len(hosts)
+        for first in range(0, len(hosts), size):
+            last = first + size >= len(hosts)
+            await self._launch_chunk(stage, hosts[first : first + size], wait_started=not last)
 
     async def _launch_chunk(self, stage: StageRun, hosts: list[str], wait_started: bool) -> None:
         wid = workflow.info().workflow_id

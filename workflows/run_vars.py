@@ -163,7 +163,7 @@ def host_input(
     facts = host_facts.get(host, {})
     stage_layer = rule.vars if rule is not None else {}
     scope_name = rule.name if rule is not None else "run"
-    refs = run_fleet.host_refs(fleet.refs(scope_name, tasks, handlers, stage_layer), inventory, facts)
+    refs = fleet.refs(scope_name, tasks, handlers, stage_layer)
     magic = {
         "run": run_fleet.trimmed(run_var, refs, "run", run_fleet.RUN_FLEET_KEYS),
         "stage": stage_vars(stage, run_fleet.fleet_keys_read(refs, "stage", run_fleet.STAGE_FLEET_KEYS)),
@@ -190,7 +190,7 @@ def host_input(
         tasks=tasks,
         handlers=handlers,
         vars=merged,
-        hostvars=run_fleet.hostvars_view(plan, host, refs, host_facts.get(LOCALHOST)),
+        hostvars=run_fleet.hostvars_view(fleet, host, refs, host_facts.get(LOCALHOST)),
         modules=plan.modules,
         task_queue=plan.task_queue,
         cluster=plan.cluster,

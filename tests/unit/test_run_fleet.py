@@ -12,7 +12,7 @@ import pytest
 
 from activities.plan import build_plan
 from pitstop.contracts import HostInput, RunProgress, RunRequest, RunVars
-from pitstop.runbook.fleet_refs import fleet_refs
+from pitstop.runbook.fleet_refs import expression_refs
 from workflows import run_vars
 from workflows.run_fleet import FleetCache
 from workflows.run_stages import StageRuns, fresh_records
@@ -37,10 +37,25 @@ NOW = datetime(2026, 1, 1, tzinfo=UTC)
         ("{% for run in items %}{{ run }}{% endfor %}", {"run": {"*"}}),
         ("run the drain on every node", {}),  # prose: not an expression
         ("{{ inventory_hostname }} and {{ item.name }}", {}),
+        # A dict's own methods read any key (review: `groups.get('gpu', [])` came back empty).
+        ("inventory_hostname in groups.get('gpu', [])", {"groups": {"*"}}),
+        ("{{ hostvars.keys() | list | length }}", {"hostvars": {"*"}}),
+        ("{{ vars.get('groups', {}) }}", {v: {"*"} for v in ("hostvars", "groups", "stage", "run")}),
+        ("{% for g, hs in groups.items() %}{{ g }}{% endfor %}", {"groups": {"*"}}),
+        # `inventory_hostname` rebound in the template: `hostvars[inventory_hostname]` is any host.
+        (
+            "{% for inventory_hostname in groups.gpu %}{{ hostvars[inventory_hostname].ip }}{% endfor %}",
+            {"groups": {"gpu"}, "hostvars": {"*"}},
+        ),
     ],
 )
 def test_fleet_refs_name_literal_keys_or_any_key(text: str, expected: dict[str, set[str]]) -> None:
-    assert {k: set(v) for k, v in fleet_refs([{"when": [text]}]).named.items()} == expected
+    assert {k: set(v) for k, v in expression_refs([text]).named.items()} == expected
+
+
+def test_a_chain_thousands_of_links_long_is_read_without_recursion() -> None:
+    chain = "groups.gpu" + "[0]" * 5000
+    assert {k: set(v) for k, v in expression_refs([chain]).named.items()} == {"groups": {"gpu"}}
 
 
 # --- host inputs ----------------------------------------------------------------------------
@@ -150,3 +165,39 @@ def test_the_stage_and_run_lists_are_sent_when_named(tmp_path: Path) -> None:
     inp = _input(_progress(tmp_path, 10, tasks), "node-00001")
     assert inp.vars["stage"]["done_hosts"] == [] and "results" not in inp.vars["stage"]
     assert inp.vars["run"]["stages"][0]["name"] == "maintain"
+
+
+def test_template_keys_are_read_and_plain_strings_are_not(tmp_path: Path) -> None:
+    tasks = """\
+    - name: run the drain in stage two
+      set_fact: {"{{ groups.gpu[0] }}_is_leader": true}
+      tags: [run, stage]
+    """
+    inp = _input(_progress(tmp_path, 12, tasks), "node-00001")
+    assert set(inp.vars["groups"]) == {"gpu"}
+    assert inp.vars["stage"] == {"name": "maintain"} and "stages" not in inp.vars["run"]
+
+
+def test_a_loop_over_inventory_hostname_gets_every_hosts_vars(tmp_path: Path) -> None:
+    tasks = """\
+    - debug: {msg: "{{ hostvars[inventory_hostname].ansible_host }}"}
+      loop: "{{ groups.gpu }}"
+      loop_control: {loop_var: inventory_hostname}
+    """
+    inp = _input(_progress(tmp_path, 12, tasks), "node-00001")
+    assert len(inp.hostvars) == 13
+
+
+def test_node_labels_and_facts_never_widen_the_input(tmp_path: Path) -> None:
+    # Values are never rendered again, so they read nothing: a label saying `vars` or `stage`
+    # (anyone who labels nodes could set one) or a deeply nested fact costs nothing.
+    progress = _progress(tmp_path, 400, MAINTAIN)
+    plain = _size(_input(progress, "node-00007"))
+    progress.plan.hostvars["node-00007"]["labels"]["env"] = "vars"
+    note, out = "stage " + "a.b" * 3000, "x" + "[0]" * 5000
+    progress.plan.hostvars["node-00007"]["note"] = note
+    widened = _input(progress, "node-00007", {"node-00007": {"out": out, "tier": "run"}})
+    assert set(widened.hostvars) == {"node-00007", "localhost"}
+    assert widened.vars["groups"] == {} and widened.vars["stage"] == {"name": "maintain"}
+    # Only the host's own new values (in its vars, and its note again in its hostvars).
+    assert _size(widened) - plain < 2 * len(note) + len(out) + 1_000
