@@ -53,6 +53,7 @@ from pitstop.secrets import DIR_ENV
 from pitstop.settings import Settings
 from pitstop_sim import SimCluster, SimConfig, parse_scenario
 from workflows import WORKFLOWS
+from workflows.run_hosts import LAUNCH_IN_BACKGROUND, LAUNCH_LIMITS
 
 REPO = Path(__file__).resolve().parents[2]
 BIN = Path(sys.executable).parent
@@ -237,6 +238,9 @@ UNENCRYPTED_FIELDS = ("searchAttributes", "header")
 # activity id and type, schedule times) under `details.data` as json/plain, outside the data
 # converter; the activity's result (`details.result`) goes through the codec like any payload.
 LOCAL_ACTIVITY_MARKER = "core_local_activity"
+PATCH_MARKER = "core_patch"
+# The engine's `workflow.patched` ids: public names of code changes, never a run's data.
+ENGINE_PATCHES = {LAUNCH_LIMITS, LAUNCH_IN_BACKGROUND}
 LOCAL_ACTIVITY_BOOKKEEPING = {
     "seq",
     "attempt",
@@ -257,15 +261,27 @@ def _local_activity_bookkeeping(payloads: Any) -> None:
         assert set(json.loads(payload.data)) <= LOCAL_ACTIVITY_BOOKKEEPING, payload.data
 
 
+def _patch_ids_only(details: Any) -> None:
+    """A patch marker (`workflow.patched`) holds the engine's patch id and nothing else."""
+    for entry in details.get("patch_data", {}).get("payloads", []):
+        payload = json_format.ParseDict(entry, Payload(), ignore_unknown_fields=True)
+        assert payload.metadata["encoding"] == b"json/plain"
+        record = json.loads(payload.data)
+        assert set(record) <= {"id", "deprecated"} and record["id"] in ENGINE_PATCHES, payload.data
+
+
 def payloads_in(node: Any) -> list[Payload]:
     """Every payload in a history's JSON (dicts with `data` and `metadata.encoding`), except
-    the search attributes and headers, which Temporal keeps readable, and the SDK's own record
-    of a local activity (checked to hold bookkeeping only)."""
+    the search attributes and headers, which Temporal keeps readable, and the SDK's own records
+    of a local activity and of a patch (checked to hold bookkeeping and patch ids only)."""
     found: list[Payload] = []
     if isinstance(node, dict) and node.get("markerName") == LOCAL_ACTIVITY_MARKER:
         details = dict(node.get("details", {}))
         _local_activity_bookkeeping(details.pop("data", {}))
         node = {**node, "details": details}
+    if isinstance(node, dict) and node.get("markerName") == PATCH_MARKER:
+        _patch_ids_only(node.get("details", {}))
+        node = {**node, "details": {}}
     if isinstance(node, dict):
         if "data" in node and isinstance(node.get("metadata"), dict) and "encoding" in node["metadata"]:
             found.append(json_format.ParseDict(node, Payload(), ignore_unknown_fields=True))

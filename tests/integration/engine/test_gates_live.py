@@ -7,12 +7,18 @@ from __future__ import annotations
 import asyncio
 import uuid
 from collections.abc import Callable
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
 import pytest
+from temporalio.api.common.v1 import WorkflowExecution
+from temporalio.api.enums.v1 import UpdateWorkflowExecutionLifecycleStage
+from temporalio.api.update.v1 import UpdateRef, WaitPolicy
+from temporalio.api.workflowservice.v1 import PollWorkflowExecutionUpdateRequest
 from temporalio.client import Client, WorkflowHandle, WorkflowUpdateFailedError
 from temporalio.exceptions import ApplicationError
+from temporalio.service import RPCError, RPCStatusCode
 
 from activities import ACTIVITIES
 from pitstop.contracts import Decision, GateState, RunReport, RunRequest, RunStatus, VoteRecord
@@ -277,7 +283,12 @@ async def test_a_vote_after_the_deadline_is_refused_as_expired(
     opened = gate(status, "expiry:before")
     assert opened is not None and opened.deadline is not None
     await asyncio.sleep(1.5)
-    vote = asyncio.create_task(handle.execute_update("decide", Decision(approver="bob", approve=True)))
+    vote = asyncio.create_task(
+        handle.execute_update("decide", Decision(approver="bob", approve=True), id="late-vote")
+    )
+    # The new worker must find the vote and the fired timer in one task: wait until the server
+    # holds the vote before starting it (a worker that starts fast would see the timer alone).
+    await until_admitted(temporal_client, handle.id, "late-vote")
     async with worker():
         with pytest.raises(WorkflowUpdateFailedError) as info:
             await vote
@@ -286,3 +297,27 @@ async def test_a_vote_after_the_deadline_is_refused_as_expired(
     final = next(g for g in report.gates if g.rule.gate_id == "expiry:before")
     assert final.closed_reason == "approved automatically on timeout (on_timeout: approve)"
     assert [v.approver for v in final.refused] == ["bob"]
+
+
+async def until_admitted(client: Client, workflow_id: str, update_id: str, within: float = 20.0) -> None:
+    """Wait until the server has admitted update `update_id` (the SDK cannot wait for that stage)."""
+    request = PollWorkflowExecutionUpdateRequest(
+        namespace=client.namespace,
+        update_ref=UpdateRef(
+            workflow_execution=WorkflowExecution(workflow_id=workflow_id), update_id=update_id
+        ),
+        wait_policy=WaitPolicy(
+            lifecycle_stage=UpdateWorkflowExecutionLifecycleStage.UPDATE_WORKFLOW_EXECUTION_LIFECYCLE_STAGE_ADMITTED
+        ),
+    )
+    deadline = asyncio.get_running_loop().time() + within
+    while True:
+        try:
+            await client.workflow_service.poll_workflow_execution_update(
+                request, timeout=timedelta(seconds=2)
+            )
+            return
+        except RPCError as exc:
+            if exc.status != RPCStatusCode.NOT_FOUND or asyncio.get_running_loop().time() > deadline:
+                raise
+        await asyncio.sleep(0.05)
