@@ -25,6 +25,7 @@ from pitstop.contracts import Decision, GateState, RunReport, RunRequest, RunSta
 from pitstop.worker_app import build_worker
 from tests import testmodules
 from tests.integration.engine.conftest import StartFn, hosts_inventory, status_when, write_bundle
+from tests.integration.engine.test_durability import wait_for
 from tests.testmodules import CALLS
 from workflows import WORKFLOWS
 
@@ -299,7 +300,7 @@ async def test_a_vote_after_the_deadline_is_refused_as_expired(
     assert [v.approver for v in final.refused] == ["bob"]
 
 
-async def until_admitted(client: Client, workflow_id: str, update_id: str, within: float = 20.0) -> None:
+async def until_admitted(client: Client, workflow_id: str, update_id: str) -> None:
     """Wait until the server has admitted update `update_id` (the SDK cannot wait for that stage)."""
     request = PollWorkflowExecutionUpdateRequest(
         namespace=client.namespace,
@@ -310,14 +311,16 @@ async def until_admitted(client: Client, workflow_id: str, update_id: str, withi
             lifecycle_stage=UpdateWorkflowExecutionLifecycleStage.UPDATE_WORKFLOW_EXECUTION_LIFECYCLE_STAGE_ADMITTED
         ),
     )
-    deadline = asyncio.get_running_loop().time() + within
-    while True:
+
+    async def admitted() -> bool:
         try:
             await client.workflow_service.poll_workflow_execution_update(
                 request, timeout=timedelta(seconds=2)
             )
-            return
         except RPCError as exc:
-            if exc.status != RPCStatusCode.NOT_FOUND or asyncio.get_running_loop().time() > deadline:
+            if exc.status != RPCStatusCode.NOT_FOUND:
                 raise
-        await asyncio.sleep(0.05)
+            return False
+        return True
+
+    await wait_for(f"the server to admit update {update_id!r}", admitted, seconds=20)
