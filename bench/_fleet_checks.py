@@ -15,16 +15,15 @@ import asyncio
 import json
 import re
 from collections import Counter
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import httpx
-from temporalio.api.common.v1 import Payload
-from temporalio.api.enums.v1 import EventType
-from temporalio.api.history.v1 import HistoryEvent
-from temporalio.client import Client
+from temporalio.client import Client, WorkflowHistory
+
+from tests.payload_sizes import largest_payload
+from tests.payload_sizes import run_histories as execution_histories
 
 GPU_SELECTOR = "nvidia.com/gpu.present=true"
 ZONE_LABEL = "topology.kubernetes.io/zone"
@@ -55,53 +54,23 @@ class HistoryStats:
     largest_payload_event: str
 
 
-def payloads(event: HistoryEvent) -> Iterator[Payload]:
-    """Every payload in one event (inputs, results, markers, signals, memo, headers)."""
-    stack: list[Any] = [event]
-    while stack:
-        message = stack.pop()
-        if isinstance(message, Payload):
-            yield message
-            continue
-        for fd, value in message.ListFields():
-            if fd.message_type is None:
-                continue
-            if fd.message_type.GetOptions().map_entry:
-                if fd.message_type.fields_by_name["value"].message_type is not None:
-                    stack.extend(value.values())
-            elif _repeated(fd):
-                stack.extend(value)
-            else:
-                stack.append(value)
-
-
-def _repeated(fd: Any) -> bool:
-    # Newer protobuf runtimes drop `label` for `is_repeated`.
-    return bool(fd.is_repeated) if hasattr(fd, "is_repeated") else bool(fd.label == fd.LABEL_REPEATED)
-
-
-async def history_stats(client: Client, workflow_id: str, run_id: str | None = None) -> HistoryStats:
-    history = await client.get_workflow_handle(workflow_id, run_id=run_id).fetch_history()
-    largest, where = 0, ""
-    for event in history.events:
-        for payload in payloads(event):
-            if payload.ByteSize() > largest:
-                largest, where = payload.ByteSize(), EventType.Name(event.event_type)
+def _stats(history: WorkflowHistory) -> HistoryStats:
+    largest = largest_payload(history)
     return HistoryStats(
-        workflow_id=workflow_id,
-        run_id=run_id or history.run_id,
+        workflow_id=history.workflow_id,
+        run_id=history.run_id,
         events=len(history.events),
         bytes=sum(e.ByteSize() for e in history.events),
-        largest_payload=largest,
-        largest_payload_event=where.removeprefix("EVENT_TYPE_"),
+        largest_payload=largest.size if largest else 0,
+        largest_payload_event=largest.event_type.removeprefix("EVENT_TYPE_") if largest else "",
     )
 
 
 async def run_histories(client: Client, workflow_id: str, children: list[str]) -> list[HistoryStats]:
-    """Every execution of the run, then each child in `children` (latest execution)."""
-    runs = [e.run_id async for e in client.list_workflows(f"WorkflowId = '{workflow_id}'")]
-    parents = [await history_stats(client, workflow_id, run) for run in runs]
-    return parents + [await history_stats(client, child) for child in children]
+    """Every execution of the run (followed back through continue-as-new, as the tests do:
+    `tests/payload_sizes.py`), then each child in `children` (latest execution)."""
+    parents = [_stats(h) for h in await execution_histories(client, workflow_id)]
+    return parents + [_stats(await client.get_workflow_handle(c).fetch_history()) for c in children]
 
 
 # --- logs ------------------------------------------------------------------------------------
