@@ -63,15 +63,7 @@ class HostChildren:
             result: HostResult = await handle
             return result
         except ChildWorkflowError as err:
-            now = workflow.now()
-            return HostResult(
-                host=host,
-                stage=stage,
-                status="failed",
-                msg=f"host workflow failed: {err.cause or err}",
-                started_at=now,
-                ended_at=now,
-            )
+            return failed_host(host, stage, f"host workflow failed: {err.cause or err}")
 
     async def signal_host(
         self, host: str, signal: Callable[..., Any], message: GateClosed | RunOnceReply
@@ -122,3 +114,9 @@ async def _signal(handle: Any, signal: Callable[..., Any], *args: Any) -> None:
         await handle.signal(signal, *args)
     except Exception as exc:
         workflow.logger.info("signal %s to %s not delivered: %s", signal.__name__, handle.id, exc)
+
+
+def failed_host(host: str, stage: str, msg: str) -> HostResult:
+    """A host whose workflow failed or could not start: failed now, with why."""
+    now = workflow.now()
+    return HostResult(host=host, stage=stage, status="failed", msg=msg, started_at=now, ended_at=now)

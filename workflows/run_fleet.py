@@ -17,7 +17,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from pitstop.contracts import Plan
-from pitstop.runbook.fleet_refs import SELF_KEY, FleetRefs, task_refs
+from pitstop.runbook.fleet_refs import ANY_KEY, SELF_KEY, FleetRefs, task_refs
 from pitstop.runbook.models import Task
 from pitstop.runbook.templating import is_template
 
@@ -70,10 +70,8 @@ class FleetCache:
             refs = task_refs([*tasks, *handlers], rebinds_self=rebinds)
             delegates = {t.delegate_to for task in (*tasks, *handlers) for t in task.walk() if t.delegate_to}
             # A templated `delegate_to` may name any host: its connection variables must be at hand.
-            named = {"hostvars": frozenset(d for d in delegates if not is_template(d))}
-            if any(is_template(d) for d in delegates):
-                named = {"hostvars": frozenset({"*"})}
-            refs = refs.union(FleetRefs(named))
+            named = ANY_KEY if any(is_template(d) for d in delegates) else frozenset(delegates)
+            refs = refs.union(FleetRefs({"hostvars": named}))
             self._refs[key] = refs
         return refs
 

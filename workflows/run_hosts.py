@@ -22,7 +22,7 @@ with workflow.unsafe.imports_passed_through():
     from workflows import gates as gate_rules
     from workflows import run_vars
     from workflows.rollout import RolloutLimits, RolloutState, blocked_reason, next_hosts, stop_launching
-    from workflows.run_children import Command
+    from workflows.run_children import Command, failed_host
     from workflows.run_context import RunContext
     from workflows.run_fleet import FleetCache
     from workflows.run_stages import StageRun
@@ -203,17 +203,11 @@ class HostDriver:
             handle = await self.run.children.start(inp, child_id, aux=False)
         except Exception as exc:  # a child that cannot start is a failed host, not a stuck stage
             self.starting.discard(inp.host)
-            now = workflow.now()
-            msg = f"host workflow could not start: {exc}"
-            self.completed.append(
-                HostResult(
-                    host=inp.host, stage=stage.name, status="failed", msg=msg, started_at=now, ended_at=now
-                )
-            )
+            self.completed.append(failed_host(inp.host, stage.name, f"host workflow could not start: {exc}"))
             return
         self.starting.discard(inp.host)
         await self._catch_up(handle, inp.host)
-        self.completed.append(await self.run.children.result(inp.host, stage.name, handle))
+        await self._await_child(inp.host, stage.name, handle)
 
     async def _start_host(self, stage: StageRun, inp: HostInput, child_id: str) -> None:
         handle = await self.run.children.start(inp, child_id, aux=False)
