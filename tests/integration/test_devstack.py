@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import sqlite3
 from pathlib import Path
 
 import httpx
@@ -43,6 +44,13 @@ def test_session_stack_parts_are_healthy(stack: DevStack, etcd_endpoint: str) ->
     assert all(s.running and s.healthy for s in statuses), statuses
     assert httpx.get(etcd_endpoint + "/health").json()["health"] == "true"
     assert httpx.get(stack.ui_url).status_code == 200
+
+
+def test_temporal_history_store_uses_a_write_ahead_log(stack: DevStack) -> None:
+    # The rollback journal with an fsync per commit made the disk the dev server's floor.
+    # journal_mode is persistent in the file, so a reader sees what the server set.
+    with sqlite3.connect(stack.home / "temporal.sqlite", timeout=30) as db:
+        assert db.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
 
 
 async def test_search_attributes_are_registered(temporal_client: Client) -> None:
