@@ -14,10 +14,14 @@ default data converter, default sandbox, no interceptors). Prints `bare worker r
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import os
 import signal
-from dataclasses import dataclass
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
 from datetime import timedelta
+from typing import Any
 
 from temporalio import activity, workflow
 from temporalio.client import Client
@@ -39,6 +43,25 @@ class FleetShape:
     in_flight: int
     # Children already started by earlier runs of this parent (continue-as-new).
     done: int = 0
+    # When set (one per task), each task annotates the host's node with its key instead of
+    # doing nothing (`bench/_bare_kube.py`; the worker needs BARE_KUBECONFIG and BARE_NODES).
+    annotate: list[str] = field(default_factory=list)
+    value: str = ""
+
+
+@dataclass
+class HostShape:
+    index: int
+    tasks: int
+    annotate: list[str] = field(default_factory=list)
+    value: str = ""
+
+
+@dataclass
+class AnnotateWork:
+    index: int  # the host's position in BARE_NODES: node names stay out of workflow inputs
+    key: str
+    value: str
 
 
 @activity.defn(name="bench.bare_noop")
@@ -51,10 +74,16 @@ class BareHost:
     """One host: K activities in sequence."""
 
     @workflow.run
-    async def run(self, tasks: int) -> int:
-        for _ in range(tasks):
-            await workflow.execute_activity(bare_noop, start_to_close_timeout=ACTIVITY_TIMEOUT)
-        return tasks
+    async def run(self, host: HostShape) -> int:
+        for task in range(host.tasks):
+            if host.annotate:
+                work = AnnotateWork(index=host.index, key=host.annotate[task], value=host.value)
+                await workflow.execute_activity(
+                    "bench.bare_annotate", work, start_to_close_timeout=ACTIVITY_TIMEOUT
+                )
+            else:
+                await workflow.execute_activity(bare_noop, start_to_close_timeout=ACTIVITY_TIMEOUT)
+        return host.tasks
 
 
 @workflow.defn(name="BenchBareFleet")
@@ -64,10 +93,11 @@ class BareFleet:
     def __init__(self) -> None:
         self.running = 0
 
-    async def _host(self, index: int, tasks: int) -> None:
+    async def _host(self, index: int, shape: FleetShape) -> None:
+        host = HostShape(index=index, tasks=shape.tasks, annotate=shape.annotate, value=shape.value)
         try:
             await workflow.execute_child_workflow(
-                BareHost.run, tasks, id=f"{workflow.info().workflow_id}-h{index:05d}"
+                BareHost.run, host, id=f"{workflow.info().workflow_id}-h{index:05d}"
             )
         finally:
             self.running -= 1
@@ -81,23 +111,28 @@ class BareFleet:
             if started - shape.done >= CHILDREN_PER_RUN or workflow.info().is_continue_as_new_suggested():
                 break  # drain the children in flight, then go on in a fresh history
             self.running += 1
-            children.append(asyncio.create_task(self._host(started, shape.tasks)))
+            children.append(asyncio.create_task(self._host(started, shape)))
             started += 1
         await asyncio.gather(*children)
         if started < shape.hosts:
-            workflow.continue_as_new(
-                FleetShape(hosts=shape.hosts, tasks=shape.tasks, in_flight=shape.in_flight, done=started)
-            )
+            workflow.continue_as_new(dataclasses.replace(shape, done=started))
         return started
 
 
 async def _serve(address: str, queue: str) -> None:
     client = await Client.connect(address)
+    activities: list[Callable[..., Any]] = [bare_noop]
+    if os.environ.get("BARE_KUBECONFIG"):
+        from _bare_kube import bare_annotate
+
+        activities.append(bare_annotate)
     worker = Worker(
         client,
         task_queue=queue,
         workflows=[BareFleet, BareHost],
-        activities=[bare_noop],
+        activities=activities,
+        # As the engine's worker: sync activities on a pool as large as the activity slots.
+        activity_executor=ThreadPoolExecutor(max_workers=MAX_CONCURRENT_ACTIVITIES),
         max_concurrent_activities=MAX_CONCURRENT_ACTIVITIES,
     )
     stop = asyncio.Event()

@@ -16,6 +16,7 @@ import subprocess
 import sys
 import threading
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 import yaml
@@ -172,9 +173,18 @@ class WorkerProcess:
             stop(self.proc)
 
 
-def bare_fleet(env: dict[str, str], home: Path, hosts: int, tasks: int, max_in_flight: int) -> float:
+def bare_fleet(
+    env: dict[str, str],
+    home: Path,
+    hosts: int,
+    tasks: int,
+    max_in_flight: int,
+    *,
+    kube: BareKube | None = None,
+) -> float:
     """Seconds bare Temporal takes for the run's shape (`bench/_bare_fleet.py`, shared with
-    `bench/engine_overhead.py`), on its own worker process."""
+    `bench/engine_overhead.py`), on its own worker process: no-op tasks, or with `kube` the
+    same GETs and PATCHes as the engine's annotate tasks (`bench/_bare_kube.py`)."""
     from _bare_fleet import READY_LINE
 
     address = env["TEMPORAL_ADDRESS"]
@@ -184,23 +194,39 @@ def bare_fleet(env: dict[str, str], home: Path, hosts: int, tasks: int, max_in_f
         "BARE_TASK_QUEUE": "bench-bare",
         "PYTHONPATH": os.pathsep.join(p for p in (str(REPO / "bench"), env.get("PYTHONPATH", "")) if p),
     }
+    if kube is not None:
+        names = home / "bare-nodes.txt"
+        names.write_text("\n".join(kube.nodes) + "\n")
+        bare_env |= {"BARE_KUBECONFIG": str(kube.kubeconfig), "BARE_NODES": str(names)}
     proc = spawn(bare_env, [sys.executable, "-c", "import _bare_fleet; _bare_fleet.serve()"], log)
     try:
         wait_for_line(log, READY_LINE, proc, within=60)
-        return asyncio.run(_bare_run(address, hosts, tasks, max_in_flight))
+        return asyncio.run(_bare_run(address, hosts, tasks, max_in_flight, kube))
     finally:
         stop(proc)
 
 
-async def _bare_run(address: str, hosts: int, tasks: int, max_in_flight: int) -> float:
+@dataclass
+class BareKube:
+    kubeconfig: Path
+    nodes: list[str]  # host i annotates nodes[i]
+    keys: list[str]  # one annotation key per task
+
+
+async def _bare_run(address: str, hosts: int, tasks: int, max_in_flight: int, kube: BareKube | None) -> float:
     from _bare_fleet import FleetShape
     from temporalio.client import Client
 
     client = await Client.connect(address)
+    workflow_id = f"bare-{hosts}-{time.time_ns()}"
     shape = FleetShape(hosts=hosts, tasks=tasks, in_flight=max_in_flight)
+    if kube is not None:
+        shape = FleetShape(
+            hosts=hosts, tasks=tasks, in_flight=max_in_flight, annotate=kube.keys, value=workflow_id
+        )
     started = time.monotonic()
     done = await client.execute_workflow(
-        "BenchBareFleet", shape, id=f"bare-{hosts}-{time.time_ns()}", task_queue="bench-bare", result_type=int
+        "BenchBareFleet", shape, id=workflow_id, task_queue="bench-bare", result_type=int
     )
     if done != hosts:
         raise BenchError(f"the bare fleet workflow finished {done} of {hosts} hosts")

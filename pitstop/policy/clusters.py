@@ -12,6 +12,8 @@ cluster: a kubeconfig is configuration, and configuration must not run code on t
 
 from __future__ import annotations
 
+import copy
+import functools
 import io
 import os
 from pathlib import Path
@@ -110,6 +112,19 @@ def _named(items: Any, name: str, key: str) -> dict[str, Any] | None:
     return None
 
 
+@functools.lru_cache(maxsize=64)
+def _parse(text: str) -> Any:
+    return YAML(typ="safe", pure=True).load(io.StringIO(text))
+
+
+def _parsed(text: str) -> Any:
+    """The YAML document in `text`. Every kube task of every host reads its cluster's
+    kubeconfig; parsing it (pure-Python YAML) was a visible share of a busy worker's CPU, so
+    parses are remembered by content: the file is still read and checked on every call, and a
+    rewritten kubeconfig is a different text. Each caller gets its own copy."""
+    return copy.deepcopy(_parse(text))
+
+
 def checked_kubeconfig(rule: ClusterRule, what: str) -> dict[str, Any]:
     """The cluster's kubeconfig as data, read once, after refusing users that run programs.
 
@@ -123,8 +138,7 @@ def checked_kubeconfig(rule: ClusterRule, what: str) -> dict[str, Any]:
             fix=f"ask the worker's operator to give it a kubeconfig or in_cluster: true in {POLICY_ENV}",
         )
     try:
-        text = path.read_text(encoding="utf-8")
-        data = YAML(typ="safe", pure=True).load(io.StringIO(text))
+        data = _parsed(path.read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, YAMLError) as exc:
         raise policy_violation(
             f"{what}: the kubeconfig of cluster {rule.name!r} ({path}) cannot be read: {exc}",

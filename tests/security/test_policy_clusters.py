@@ -24,6 +24,7 @@ from pitstop.cli.app import app
 from pitstop.policy.clusters import register_cluster
 from pitstop.runbook.inventory import ClusterConfig
 from pitstop_sim import SimCluster
+from pitstop_sim.kubeconfig import kubeconfig as kubeconfig_data
 from tests.integration.kube.conftest import ModuleRunner, StartSim, module_runner, start_sim  # noqa: F401
 from tests.policy_site import PolicyLayer
 from tests.security.policy_fixtures import engine_worker, run, run_history_json, start_run, tasks  # noqa: F401
@@ -86,6 +87,24 @@ def test_an_exec_plugin_in_a_registered_kubeconfig_never_runs_unless_the_policy_
     result = _get_nodes(module_runner, sim, "plugged")
     assert [n["metadata"]["name"] for n in result.data["resources"]] == ["gpu-node-001"]
     assert marker.exists()
+
+
+def test_a_kubeconfig_rewritten_with_a_plugin_after_it_was_used_is_refused_on_the_next_task(
+    start_sim: StartSim, module_runner: ModuleRunner, tmp_path: Path
+) -> None:
+    # Parsed kubeconfigs are remembered by content: the file is read and checked on every task,
+    # so a rewrite is seen at once and a remembered parse never stands in for the new text.
+    sim = start_sim(CLUSTER)
+    register_cluster("swapped", kubeconfig=json.dumps(kubeconfig_data(sim.url)))
+    assert [n["metadata"]["name"] for n in _get_nodes(module_runner, sim, "swapped").data["resources"]] == [
+        "gpu-node-001"
+    ]
+    kubeconfig, marker = exec_kubeconfig(sim, tmp_path)
+    register_cluster("swapped", kubeconfig=kubeconfig)
+    with pytest.raises(ApplicationError) as refused:
+        _get_nodes(module_runner, sim, "swapped")
+    assert "authenticates user 'plugged' with an 'exec' plugin" in str(refused.value)
+    assert not marker.exists(), "the plugin never ran"
 
 
 def test_an_auth_provider_user_is_refused_like_an_exec_plugin(
