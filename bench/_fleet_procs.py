@@ -114,8 +114,22 @@ class Sim:
         stop(self.proc)
 
 
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU a live process has used (0 when it is gone)."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def server_pid(home: Path) -> int:
+    """The dev stack's Temporal server (`pitstop dev up` writes its pid)."""
+    return int((home / "run" / "temporal.pid").read_text().strip())
+
+
 class WorkerProcess:
-    """`python worker.py`, restartable; samples VmHWM of every incarnation."""
+    """`python worker.py`, restartable; samples VmHWM and CPU of every incarnation."""
 
     def __init__(self, env: dict[str, str], home: Path) -> None:
         self.env = env
@@ -123,6 +137,8 @@ class WorkerProcess:
         self.proc: subprocess.Popen[bytes] | None = None
         self.peak_kib = 0
         self.starts = 0
+        self.cpu_done = 0.0  # CPU seconds of the incarnations that ended
+        self._cpu_now = 0.0
         self._sampling = threading.Event()
         self._sampler: threading.Thread | None = None
 
@@ -145,10 +161,17 @@ class WorkerProcess:
             f.seek(offset)
             return f.read().decode(errors="replace")
 
+    @property
+    def cpu_s(self) -> float:
+        """CPU seconds of every incarnation so far (read now)."""
+        self._read_hwm()
+        return self.cpu_done + self._cpu_now
+
     def _read_hwm(self) -> None:
         proc = self.proc
         if proc is None:
             return
+        self._cpu_now = cpu_seconds(proc.pid) or self._cpu_now
         with contextlib.suppress(OSError, ValueError):
             for line in Path(f"/proc/{proc.pid}/status").read_text().splitlines():
                 if line.startswith("VmHWM:"):
@@ -165,12 +188,14 @@ class WorkerProcess:
         self._read_hwm()
         self.proc.send_signal(signal.SIGKILL)
         self.proc.wait(timeout=30)
+        self.cpu_done, self._cpu_now = self.cpu_s, 0.0
 
     def stop(self) -> None:
         self._read_hwm()
         self._sampling.clear()
         if self.proc is not None:
             stop(self.proc)
+        self.cpu_done, self._cpu_now = self.cpu_s, 0.0
 
 
 def bare_fleet(
@@ -181,8 +206,8 @@ def bare_fleet(
     max_in_flight: int,
     *,
     kube: BareKube | None = None,
-) -> float:
-    """Seconds bare Temporal takes for the run's shape (`bench/_bare_fleet.py`, shared with
+) -> BareResult:
+    """Seconds (and CPU seconds) bare Temporal takes for the run's shape (`bench/_bare_fleet.py`, shared with
     `bench/engine_overhead.py`), on its own worker process: no-op tasks, or with `kube` the
     same GETs and PATCHes as the engine's annotate tasks (`bench/_bare_kube.py`)."""
     from _bare_fleet import READY_LINE
@@ -201,9 +226,22 @@ def bare_fleet(
     proc = spawn(bare_env, [sys.executable, "-c", "import _bare_fleet; _bare_fleet.serve()"], log)
     try:
         wait_for_line(log, READY_LINE, proc, within=60)
-        return asyncio.run(_bare_run(address, hosts, tasks, max_in_flight, kube))
+        worker_cpu, server_cpu = cpu_seconds(proc.pid), cpu_seconds(server_pid(home))
+        wall = asyncio.run(_bare_run(address, hosts, tasks, max_in_flight, kube))
+        return BareResult(
+            wall=wall,
+            worker_cpu=cpu_seconds(proc.pid) - worker_cpu,
+            server_cpu=cpu_seconds(server_pid(home)) - server_cpu,
+        )
     finally:
         stop(proc)
+
+
+@dataclass
+class BareResult:
+    wall: float
+    worker_cpu: float  # CPU seconds of the bare worker during the run
+    server_cpu: float  # ... and of the Temporal server
 
 
 @dataclass

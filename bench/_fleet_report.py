@@ -16,7 +16,7 @@ from _fleet_checks import HistoryStats, size_warnings, strain
 from workflows.rollout import lower_bound_makespan
 
 if TYPE_CHECKING:
-    from _fleet_procs import WorkerProcess
+    from _fleet_procs import BareResult, WorkerProcess
     from fleet_scale import EngineRun
 
 RATIO_TARGET = 1.1  # rollout within 1.1x of the ideal (issue 15, at 1,000 nodes)
@@ -33,7 +33,7 @@ def kib(n: float) -> str:
     return f"{n / 1024:,.1f} KiB"
 
 
-def print_timing(args: argparse.Namespace, run: EngineRun, bare: float | None) -> None:
+def print_timing(args: argparse.Namespace, run: EngineRun, bare: BareResult | None) -> None:
     report = run.report
     print(f"  wall, `pitstop run` to result: {run.wall:8.1f} s")
     if report is None or not report.stages or not report.stages[0].hosts:
@@ -59,8 +59,10 @@ def print_timing(args: argparse.Namespace, run: EngineRun, bare: float | None) -
     # The limits alone say what the window allows; the server says how many hosts a second it
     # can take at all. Bare Temporal with the same hosts, limit and requests on the same server
     # is that floor: the rollout is judged against whichever is slower.
-    floor = max(ideal, bare or 0.0)
-    source = "bare Temporal, same shape and server" if bare is not None and bare > ideal else "the limits"
+    floor = max(ideal, bare.wall if bare else 0.0)
+    source = (
+        "bare Temporal, same shape and server" if bare is not None and bare.wall > ideal else "the limits"
+    )
     print(
         f"  practical ideal {floor:.1f} s ({source}): wall/ideal {run.wall / floor:.2f}, "
         f"stage/ideal {span / floor:.2f}   <= {RATIO_TARGET}x: {verdict(run.wall <= RATIO_TARGET * floor)}"
@@ -131,7 +133,7 @@ def print_annotations(run: EngineRun, nodes: int) -> bool:
 
 
 def print_figures(
-    args: argparse.Namespace, home: Path, run: EngineRun, worker: WorkerProcess, bare: float | None
+    args: argparse.Namespace, home: Path, run: EngineRun, worker: WorkerProcess, bare: BareResult | None
 ) -> int:
     report = run.report
     nodes = len(run.domain_of)
@@ -152,13 +154,19 @@ def print_figures(
     print_warnings(home)
     if bare is not None:
         tasks = nodes * 2
-        engine_ms, bare_ms = 1000 * run.wall / tasks, 1000 * bare / tasks
+        engine_ms, bare_ms = 1000 * run.wall / tasks, 1000 * bare.wall / tasks
         print(
             f"engine vs bare Temporal, {nodes:,} hosts x 2 module tasks, {args.max_in_flight} in flight "
             "(bare: the same GET + merge PATCH per task, bench/_bare_kube.py)"
         )
         print(
-            f"  engine {engine_ms:.2f} ms/task ({run.wall:.1f} s), bare {bare_ms:.2f} ms/task ({bare:.1f} s)"
+            f"  engine {engine_ms:.2f} ms/task ({run.wall:.1f} s), "
+            f"bare {bare_ms:.2f} ms/task ({bare.wall:.1f} s)"
+        )
+        print(
+            f"  CPU seconds: worker {run.worker_cpu:.1f} vs {bare.worker_cpu:.1f} "
+            f"({run.worker_cpu / max(bare.worker_cpu, 0.01):.2f}x), Temporal server {run.server_cpu:.1f} vs "
+            f"{bare.server_cpu:.1f} ({run.server_cpu / max(bare.server_cpu, 0.01):.2f}x)"
         )
         ratio = engine_ms / bare_ms
         print(f"  engine/bare {ratio:.2f}   <= {ENGINE_TARGET}x: {verdict(ratio <= ENGINE_TARGET)}")

@@ -53,7 +53,17 @@ from _fleet_checks import (  # noqa: E402
     run_histories,
     sim_client,
 )
-from _fleet_procs import BareKube, BenchError, Sim, WorkerProcess, bare_fleet, pitstop_cli, stack_env  # noqa: E402
+from _fleet_procs import (  # noqa: E402
+    BareKube,
+    BenchError,
+    Sim,
+    WorkerProcess,
+    bare_fleet,
+    cpu_seconds,
+    pitstop_cli,
+    server_pid,
+    stack_env,
+)
 from _fleet_report import print_figures  # noqa: E402
 from temporalio.client import Client, WorkflowFailureError  # noqa: E402
 from temporalio.service import RPCError  # noqa: E402
@@ -104,6 +114,8 @@ class EngineRun:
     watch: AnnotationWatch | None = None
     patches: int = 0
     kills: list[str] = field(default_factory=list)
+    worker_cpu: float = 0.0  # CPU seconds the worker(s) used from `pitstop run` to the result
+    server_cpu: float = 0.0  # ... and the Temporal server
 
 
 async def kill_during(worker: WorkerProcess, sim: Sim, kills: int, expected: int, run: EngineRun) -> None:
@@ -155,6 +167,7 @@ async def engine(
         await watch.begin()
         following = asyncio.create_task(watch.follow())
         before = node_patches(await counters(http))
+        worker_cpu, server_cpu = worker.cpu_s, cpu_seconds(server_pid(home))
         started = time.monotonic()
         cli = (
             "run",
@@ -171,6 +184,8 @@ async def engine(
             killer = asyncio.create_task(kill_during(worker, sim, args.kill_worker, expected, run))
         await wait_result(client, run, args.timeout)
         run.wall = time.monotonic() - started
+        run.worker_cpu = worker.cpu_s - worker_cpu
+        run.server_cpu = cpu_seconds(server_pid(home)) - server_cpu
         if killer is not None:
             if not killer.done():
                 run.kills.append("the run ended before every kill")
