@@ -20,7 +20,6 @@ from workflows import trust
 
 with workflow.unsafe.imports_passed_through():
     from pitstop.contracts import GateState, Requester, RunProgress, RunRequest, RunState
-    from pitstop.signing import digest
     from pitstop.slack.contracts import add_notice
     from workflows import run_status
     from workflows.notifier import SlackNotifier
@@ -105,11 +104,11 @@ class RunContext:
                 return None
             progress.paused = self.paused
             progress.skip_requests = sorted(self.hosts_to_skip)
-            before = digest(progress.model_dump(mode="json"))
-            state, signature = await trust.sign_state(
-                progress.model_copy(update={"executions": progress.executions + 1})
-            )
-            # A message handled while the state was signed would be lost: sign again.
+            state = progress.model_copy(update={"executions": progress.executions + 1})
+            signed = trust.state_digest(state)
+            signature = await trust.sign_state(signed)
+            # A message handled while the state was signed would be lost: sign again. (The
+            # copy is shallow: a handler's change to the progress shows in its digest too.)
             unchanged = (self.paused, sorted(self.hosts_to_skip)) == (
                 progress.paused,
                 progress.skip_requests,
@@ -117,7 +116,7 @@ class RunContext:
             if (
                 workflow.all_handlers_finished()
                 and unchanged
-                and digest(progress.model_dump(mode="json")) == before
+                and trust.state_digest(progress.model_copy(update={"executions": state.executions})) == signed
             ):
                 return state, signature
 

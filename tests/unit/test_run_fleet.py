@@ -11,9 +11,10 @@ from pathlib import Path
 import pytest
 
 from activities.plan import build_plan
-from pitstop.contracts import HostInput, RunProgress, RunRequest, RunVars
+from pitstop.client import data_converter
+from pitstop.contracts import HostInput, HostResult, RunProgress, RunRequest, RunVars, TaskOutcome
 from pitstop.runbook.fleet_refs import expression_refs
-from workflows import run_vars
+from workflows import run_vars, trust
 from workflows.run_fleet import FleetCache
 from workflows.run_stages import StageRuns, fresh_records
 
@@ -201,3 +202,48 @@ def test_node_labels_and_facts_never_widen_the_input(tmp_path: Path) -> None:
     assert widened.vars["groups"] == {} and widened.vars["stage"] == {"name": "maintain"}
     # Only the host's own new values (in its vars, and its note again in its hostvars).
     assert _size(widened) - plain < 2 * len(note) + len(out) + 1_000
+
+
+# --- the state carried across continue-as-new ----------------------------------------------
+def test_the_carried_states_digest_survives_the_data_converters_round_trip(tmp_path: Path) -> None:
+    # The next execution checks the signature with the digest of the state the converter gave
+    # it: pydantic's JSON must come out the same bytes after the trip, with what hosts register.
+    progress = _progress(tmp_path, 3, "- debug: {msg: hi}\n")
+    awkward: dict[str, object] = {
+        "float": 0.1 + 0.2,
+        "big": 2**70,
+        "tiny": 5e-324,
+        "unicode": "节点 ✓ \u2028",
+        "nested": {"z": [1, 2.0, None, True], "a": {"b": []}},
+        "tuple": (1, "x"),
+    }
+    progress.reports[0].hosts.append(
+        HostResult(
+            host="node-00000",
+            stage="maintain",
+            status="ok",
+            registered={"out": awkward},
+            facts={"when": NOW.isoformat()},
+            tasks=[
+                TaskOutcome(
+                    task_id="t1",
+                    name="x",
+                    module="debug",
+                    status="ok",
+                    started_at=NOW,
+                    ended_at=NOW,
+                    data=awkward,
+                )
+            ],
+            started_at=NOW,
+            ended_at=NOW,
+        )
+    )
+    request = RunRequest(runbook="r", state=progress)
+    [payload] = data_converter().payload_converter.to_payloads([request])
+    [received] = data_converter().payload_converter.from_payloads([payload], [RunRequest])
+    assert received.state is not None
+    assert trust.state_digest(received.state) == trust.state_digest(progress)
+    # ... and the digest is of the content: one changed value changes it.
+    received.state.reports[0].hosts[0].registered["out"]["float"] = 0.3
+    assert trust.state_digest(received.state) != trust.state_digest(progress)
