@@ -247,3 +247,42 @@ def test_the_carried_states_digest_survives_the_data_converters_round_trip(tmp_p
     # ... and the digest is of the content: one changed value changes it.
     received.state.reports[0].hosts[0].registered["out"]["float"] = 0.3
     assert trust.state_digest(received.state) != trust.state_digest(progress)
+
+
+RICH = """\
+- name: drain with a rescue
+  block:
+    - kube.cordon: {reason: maintenance}
+      register: cordoned
+      retries: 3
+      delay: 5
+      until: cordoned is succeeded
+      tags: [drain]
+  rescue:
+    - fail: {msg: "{{ inventory_hostname }} could not drain"}
+  always:
+    - debug: {msg: done}
+      loop: [1, 2]
+      loop_control: {loop_var: attempt}
+      ignore_errors: true
+- kube.annotate: {annotations: {pitstop/maintained: "yes"}}
+  when: ["cordoned is defined", "run.id != ''"]
+  changed_when: false
+"""
+
+
+def test_a_hosts_tasks_travel_without_their_defaults_and_arrive_whole(tmp_path: Path) -> None:
+    inp = _input(_progress(tmp_path, 5, RICH), "node-00001")
+    sent = json.loads(inp.model_dump_json())
+    first = sent["tasks"][0]
+    assert "loop_var" not in first and "ignore_errors" not in first  # defaults left out
+    assert first["rescue"][0]["module"] == "fail"
+    received = HostInput.model_validate_json(inp.model_dump_json())
+    assert received == inp  # every field back, defaults included
+    assert received.tasks[0].always[0].loop_var == "attempt"
+    assert received.tasks[0].block is not None and received.tasks[0].block[0].retries == 3
+    compact = len(inp.model_dump_json())
+    full = len(inp.model_dump_json(exclude={"tasks", "handlers"})) + len(
+        json.dumps([t.model_dump(mode="json") for t in inp.tasks])
+    )
+    assert compact < full * 0.7
