@@ -823,6 +823,8 @@ def storage_retention(call: ModuleCall, args: RetentionArgs) -> ModuleResult:
     )
     client = s3_client(args, call.module)
     where = uri(args.bucket, prefix)
+    # One "now" for the whole decision, reported with it, so a reader can redo the arithmetic.
+    now = datetime.now(UTC)
     with s3_errors(f"retention under {where}"):
         found = snapshot_objects(client, args.bucket, prefix)
         verified = _newest_verified(client, args.bucket, prefix, [key for key, _, _ in found])
@@ -832,11 +834,12 @@ def storage_retention(call: ModuleCall, args: RetentionArgs) -> ModuleResult:
                 for key, taken, entry in found
             ],
             policy,
-            datetime.now(UTC),
+            now,
         )
         doomed = [s.key for s in plan.delete]
         data = {
             "policy": policy.kind,
+            "as_of": now.isoformat(),
             "kept": [{"key": key, "reason": reason} for key, reason in sorted(plan.keep.items())],
             "newest": plan.newest.key if plan.newest else None,
             "newest_verified": plan.newest_verified.key if plan.newest_verified else None,

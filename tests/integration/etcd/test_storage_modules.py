@@ -15,7 +15,7 @@ from temporalio.exceptions import ApplicationError
 
 from activities.storage import storage_download, storage_latest, storage_retention, storage_upload
 from pitstop.contracts import ModuleCall, ModuleResult
-from pitstop.retention import ExponentialPolicy, Snapshot, select, snapshot_key
+from pitstop.retention import ExponentialPolicy, Snapshot, select, snapshot_key, snapshot_time
 from tests.policy_site import PolicyLayer
 
 if TYPE_CHECKING:
@@ -179,9 +179,15 @@ def test_retention_deletes_what_the_policy_says_and_keeps_the_newest_verified(
 
     done = storage_retention(call("storage.retention", args))
 
+    assert done.data["ignored"] == [], "every object is a real snapshot"
+    # The expectation is computed for the moment the module decided at (it reports it).
+    as_of = datetime.fromisoformat(done.data["as_of"])
+    assert now <= as_of <= datetime.now(UTC)
+    taken = {k: snapshot_time(k) for k in keys.values()}  # as the module reads them: from the keys
     expected = select(
-        [Snapshot(k, now - a, k == verified) for a, k in keys.items()], ExponentialPolicy(), now
+        [Snapshot(k, t, k == verified) for k, t in taken.items() if t is not None], ExponentialPolicy(), as_of
     )
+    assert len(expected.keep) + len(expected.delete) == len(keys)
     assert sorted(done.data["deleted"]) == sorted(s.key for s in expected.delete)
     assert sorted(planned.data["would_delete"]) == sorted(done.data["deleted"])
     assert done.data["newest_verified"] == verified
