@@ -13,6 +13,8 @@ import hmac
 import json
 from typing import Any, Literal
 
+from pydantic import BaseModel
+
 from pitstop.keys import KeyRing
 
 Purpose = Literal["message", "host-input", "state", "vote", "requester"]
@@ -28,6 +30,13 @@ def canonical(value: Any) -> bytes:
 def digest(value: Any) -> str:
     """SHA-256 of the canonical form, hex."""
     return hashlib.sha256(canonical(value)).hexdigest()
+
+
+def model_digest(model: BaseModel) -> str:
+    """SHA-256 of a pydantic model's own JSON, hex: for large models, where `digest` (canonical
+    Python JSON) costs seconds. Equal for equal models of one class, and stable across a JSON
+    round trip of the model."""
+    return hashlib.sha256(model.model_dump_json().encode()).hexdigest()
 
 
 def _mac(key: bytes, purpose: Purpose, value: Any) -> str:

@@ -15,7 +15,6 @@ Each costs one local activity (a few milliseconds), and only for messages, not p
 
 from __future__ import annotations
 
-import hashlib
 from datetime import timedelta
 from typing import Any, TypeVar
 
@@ -28,7 +27,7 @@ from workflows.handles import Signal, signal_name
 
 with workflow.unsafe.imports_passed_through():
     from pitstop.approvals import RequesterProof, VoteProof
-    from pitstop.signing import digest
+    from pitstop.signing import digest, model_digest
     from pitstop.trust import ProofVerdict, SignRequest, VerifyRequest, WorkerPurpose, message_value
 
 M = TypeVar("M", bound=BaseModel)
@@ -140,7 +139,7 @@ STATE_SCHEME = "json1:"
 
 def state_digest(state: BaseModel) -> str:
     """SHA-256 of the model's JSON as pydantic writes it."""
-    return hashlib.sha256(state.model_dump_json().encode()).hexdigest()
+    return model_digest(state)
 
 
 def _state_value(workflow_id: str, from_run: str, state_hash: str) -> dict[str, Any]:
