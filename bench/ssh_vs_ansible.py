@@ -70,8 +70,9 @@ ANSIBLE_VENV = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") 
 
 
 # --- pitstop ---------------------------------------------------------------------------
-def pitstop_files(servers: list[SshServer], known_hosts: Path) -> dict[str, str]:
-    """The runbook and the inventory."""
+def pitstop_files(servers: list[SshServer]) -> dict[str, str]:
+    """The runbook and the inventory (which only names the cluster: the worker holds its
+    known_hosts, registered in its PITSTOP_HOME as an operator would)."""
     tasks = [f"  - name: c{i:02d}\n    ssh.command: {cmd!r}\n" for i, cmd in enumerate(COMMANDS, 1)]
     runbook = "name: ssh-bench\nhosts: nodes\ntasks:\n" + "".join(tasks)
     hosts = "".join(
@@ -85,7 +86,6 @@ def pitstop_files(servers: list[SshServer], known_hosts: Path) -> dict[str, str]
           ssh:
             user: root
             key: {{secret: {KEY_SECRET}}}
-            known_hosts: {known_hosts}
         all:
           children:
             nodes:
@@ -134,8 +134,15 @@ def run_pitstop(
     home = work / "pitstop-home"
     home.mkdir()
     env = {**stack_env(home), SECRET_ENV: key_text}
-    for name, text in pitstop_files(servers, known_hosts).items():
+    for name, text in pitstop_files(servers).items():
         (home / name).write_text(text)
+    registered = home / "clusters" / "bench"
+    registered.mkdir(parents=True, mode=0o700)
+    (registered / "known_hosts").write_text(known_hosts.read_text())
+    # The worker's policy grants the key (from the environment) to SSH on this cluster only.
+    (home / "worker-policy.yaml").write_text(
+        f"secrets:\n  {KEY_SECRET}: {{purpose: ssh_key, clusters: [bench]}}\n"
+    )
     pitstop_cli(env, "dev", "up", timeout=180)
     worker = WorkerProcess(env, home)
     rounds: list[list[PitstopRun]] = []
