@@ -77,6 +77,7 @@ from __future__ import annotations
 
 import hashlib
 import posixpath
+import re
 import shlex
 import uuid
 from collections.abc import Iterator
@@ -121,6 +122,8 @@ from pitstop.ssh.firmware import FirmwareJob
 from pitstop.ssh.pool import default_pool
 from pitstop.ssh.reboot import RebootJob
 from pitstop.ssh.target import SSHTarget, target_for
+
+_PLAIN_NAME = re.compile(r"[A-Za-z0-9._+-]{1,128}")
 
 
 def _beat() -> None:
@@ -251,6 +254,14 @@ def ssh_command(call: ModuleCall, args: CommandArgs) -> ModuleResult:
         return _run_user_command(target, args, conn, args.cmd)
 
 
+def script_name(src: str | None) -> str:
+    """The file name the script gets on the node: its source's base name when that is a plain
+    file name, else `script`. The directory is always a fresh 0700 one pitstop makes; a name
+    like `..`, empty or with odd characters must not make the upload land anywhere else."""
+    name = posixpath.basename(src or "")
+    return name if _PLAIN_NAME.fullmatch(name) and name not in {".", ".."} else "script"
+
+
 @module_activity(SCRIPT)
 def ssh_script(call: ModuleCall, args: ScriptArgs) -> ModuleResult:
     if call.check_mode:
@@ -260,7 +271,7 @@ def ssh_script(call: ModuleCall, args: ScriptArgs) -> ModuleResult:
         if args.content is not None
         else _read_worker_file(call, args.src or "", "src", "script")
     )
-    name = posixpath.basename(args.src) if args.src else "script"
+    name = script_name(args.src)
     target = target_for(call)
     safe, why = _retry_reason(args)
     with _connection(target, safe_to_retry=safe, why=why) as conn:
