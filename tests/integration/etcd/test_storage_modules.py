@@ -167,7 +167,10 @@ def test_retention_deletes_what_the_policy_says_and_keeps_the_newest_verified(
         timedelta(hours=3, minutes=20),
     ]
     ages += [timedelta(days=d, hours=h) for d, h in ((2, 1), (2, 2), (10, 0), (11, 0), (45, 0), (50, 0))]
-    keys = {age: _put_snapshot(s3_client, s3["bucket"], cluster, now - age) for age in ages}
+    # Uploaded oldest first, as a backup schedule would: the newest upload is the newest snapshot.
+    keys = {
+        age: _put_snapshot(s3_client, s3["bucket"], cluster, now - age) for age in sorted(ages, reverse=True)
+    }
     verified = keys[timedelta(days=50)]
     report = f"{verified}.drill-20260101T000000Z.json"
     s3_client.put_object(Bucket=s3["bucket"], Key=report, Body=json.dumps({"passed": True}).encode())
@@ -177,16 +180,19 @@ def test_retention_deletes_what_the_policy_says_and_keeps_the_newest_verified(
     listed = lambda: {o["Key"] for o in s3_client.list_objects_v2(Bucket=s3["bucket"])["Contents"]}  # noqa: E731
     assert listed() == {*keys.values(), report}, "check mode deletes nothing"
 
+    before = s3_client.list_objects_v2(Bucket=s3["bucket"])["Contents"]
     done = storage_retention(call("storage.retention", args))
 
     assert done.data["ignored"] == [], "every object is a real snapshot"
     # The expectation is computed for the moment the module decided at (it reports it).
     as_of = datetime.fromisoformat(done.data["as_of"])
     assert now <= as_of <= datetime.now(UTC)
-    taken = {k: snapshot_time(k) for k in keys.values()}  # as the module reads them: from the keys
-    expected = select(
-        [Snapshot(k, t, k == verified) for k, t in taken.items() if t is not None], ExponentialPolicy(), as_of
-    )
+    # As the module reads them: the time from the key, and the store's upload time (LastModified),
+    # which decides "the newest" (a key's time is only a claim).
+    uploaded = {o["Key"]: o["LastModified"].astimezone(UTC) for o in before}
+    snapshots = [Snapshot(k, t, k == verified, uploaded[k]) for k in keys.values() if (t := snapshot_time(k))]
+    expected = select(snapshots, ExponentialPolicy(), as_of)
+    assert done.data["newest"] == keys[timedelta(minutes=5)] == (expected.newest and expected.newest.key)
     assert len(expected.keep) + len(expected.delete) == len(keys)
     assert sorted(done.data["deleted"]) == sorted(s.key for s in expected.delete)
     assert sorted(planned.data["would_delete"]) == sorted(done.data["deleted"])
