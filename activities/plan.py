@@ -245,6 +245,7 @@ def _modules(runbook: Runbook) -> dict[str, ModuleExec]:
                 maximum_interval_s=spec.retry.maximum_interval.total_seconds(),
                 non_retryable_error_types=list(spec.retry.non_retryable_error_types),
             ),
+            local=spec.local,
         )
     return out
 

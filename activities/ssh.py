@@ -127,7 +127,9 @@ _PLAIN_NAME = re.compile(r"[A-Za-z0-9._+-]{1,128}")
 
 
 def _beat() -> None:
-    activity.heartbeat()
+    # A local activity has no heartbeat (the workflow task's own keeps it alive).
+    if not activity.info().is_local:
+        activity.heartbeat()
 
 
 @contextmanager

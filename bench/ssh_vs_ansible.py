@@ -8,8 +8,10 @@ runs it:
   PITSTOP_HOME on free ports), `python worker.py`, and `pitstop run RUNBOOK -i INVENTORY
   --wait` timed as a whole process (start-up, plan, the run, following it to the end). The
   runbook runs through the engine (RunbookWorkflow -> one HostWorkflow per host -> one
-  `ssh.command` activity per task); SSH goes through the worker's connection pool, host keys
-  are checked against the generated known_hosts.
+  `ssh.command` call per task); SSH goes through the worker's connection pool, host keys
+  are checked against the generated known_hosts. The commands only read, and both sides say
+  so as an Ansible author would (`changed_when: false`): pitstop then runs them as local
+  activities (pitstop/local_tasks.py), Ansible reports them "ok".
 - Ansible: `ansible-playbook` with the same 10 `ansible.builtin.command` tasks, forks = N,
   pipelining on, SSH ControlPersist (Ansible's default), host_key_checking against the same
   known_hosts, no fact gathering. ansible-core comes from PyPI into its own venv in the user's
@@ -73,7 +75,10 @@ ANSIBLE_VENV = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") 
 def pitstop_files(servers: list[SshServer]) -> dict[str, str]:
     """The runbook and the inventory (which only names the cluster: the worker holds its
     known_hosts, registered in its PITSTOP_HOME as an operator would)."""
-    tasks = [f"  - name: c{i:02d}\n    ssh.command: {cmd!r}\n" for i, cmd in enumerate(COMMANDS, 1)]
+    tasks = [
+        f"  - name: c{i:02d}\n    ssh.command: {cmd!r}\n    changed_when: false\n"
+        for i, cmd in enumerate(COMMANDS, 1)
+    ]
     runbook = "name: ssh-bench\nhosts: nodes\ntasks:\n" + "".join(tasks)
     hosts = "".join(
         f"        node-{i:02d}: {{ansible_host: 127.0.0.1, ansible_port: {s.port}}}\n"
@@ -166,7 +171,7 @@ def _run(env: dict[str, str], home: Path, hosts: int) -> PitstopRun:
     )
     wall = time.perf_counter() - started
     report = asyncio.run(_report(env, run_id))
-    check_report(report, hosts, "changed")
+    check_report(report, hosts, "ok")
     return PitstopRun(wall, report)
 
 
@@ -198,7 +203,8 @@ def ansible_files(work: Path, servers: list[SshServer], known_hosts: Path, key: 
     )
     (work / "inventory.ini").write_text(f"[nodes]\n{hosts}")
     tasks = "".join(
-        f"    - name: c{i:02d}\n      ansible.builtin.command: {cmd!r}\n" for i, cmd in enumerate(COMMANDS, 1)
+        f"    - name: c{i:02d}\n      ansible.builtin.command: {cmd!r}\n      changed_when: false\n"
+        for i, cmd in enumerate(COMMANDS, 1)
     )
     (work / "playbook.yml").write_text(f"- hosts: nodes\n  gather_facts: false\n  tasks:\n{tasks}")
     ssh_known = f"-o UserKnownHostsFile={known_hosts} -o StrictHostKeyChecking=yes"
@@ -242,7 +248,7 @@ def run_ansible(playbook: Path, cfg: Path, hosts: int) -> float:
     ok = (
         proc.returncode == 0
         and len(recap) == hosts
-        and all(f"changed={len(COMMANDS)}" in r and "failed=0" in r for r in recap)
+        and all(f"ok={len(COMMANDS)} " in r and "changed=0 " in r and "failed=0 " in r for r in recap)
     )
     if not ok:
         raise SystemExit(

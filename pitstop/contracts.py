@@ -50,6 +50,7 @@ from pitstop.approvals import (
     VoteProof,
     VoteRecord,
 )
+from pitstop.module_spec import LocalMode
 from pitstop.runbook.inventory import ClusterConfig
 from pitstop.runbook.models import Runbook, Task
 from pitstop.signing import digest
@@ -183,6 +184,9 @@ class ModuleExec(BaseModel):
     start_to_close_s: float
     heartbeat_s: float | None
     retry: RetryExec
+    # `ModuleSpec.local`, as the worker that planned the run allowed it (plans recorded before
+    # local activities existed read "never": their histories replay unchanged).
+    local: LocalMode = "never"
 
 
 class PlannedStage(BaseModel):

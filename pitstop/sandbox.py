@@ -7,12 +7,20 @@ workflow run would be slow and trips the sandbox's restriction on `threading.Loc
 Everything passed through is deterministic: no clock, randomness or I/O is reachable
 from workflow code through it.
 
-The worker also passes through the engine's own workflow code, the `workflows` package
-(`workflow_runner(engine=True)`). Otherwise the sandbox re-imports it for every new workflow
-instance: 12 modules, ~100 ms of CPU for each host of a run, more than the host's tasks cost
-Temporal (bench/engine_overhead.py). It is safe because:
-- importing it does no I/O and starts nothing: its modules import only the pure stdlib
-  (typing, dataclasses, datetime types, asyncio, json, math), temporalio, pydantic, pitstop;
+The worker runs the engine's workflows without the sandbox (`workflow_runner(engine=True)`
+is Temporal's `UnsandboxedWorkflowRunner`); the replayer keeps the full sandbox. Measured
+reasons (bench/ssh_vs_ansible.py, py-spy on the worker):
+- re-importing the `workflows` package for each new workflow instance cost ~100 ms of CPU per
+  host (bench/engine_overhead.py), so the worker already passed it through;
+- with everything of ours passed through, the sandbox guarded nothing of ours at run time
+  (passed-through modules see the real stdlib), yet it still cost ~30% of the worker's event
+  loop: every payload the codec encodes or decodes asks the workflow for its serialization
+  context through a string the sandbox compiles and `exec`s (temporalio 1.35), and every
+  activation enters and leaves its import hooks.
+Running without it is safe because:
+- the engine's code does no I/O and starts nothing when imported: its modules import only the
+  pure stdlib (typing, dataclasses, datetime types, asyncio, json, math), temporalio, pydantic,
+  pitstop; runbooks are data (YAML, Jinja in Jinja's own sandbox), never Python;
 - it keeps no mutable state at module level: a run's state lives in its workflow instance,
   module globals are constants (tests/unit/test_workflow_passthrough.py checks both);
 - its determinism is still checked in the full sandbox: the replayer (`engine=False`, the
@@ -22,16 +30,19 @@ Temporal (bench/engine_overhead.py). It is safe because:
 
 from __future__ import annotations
 
+from temporalio.worker import UnsandboxedWorkflowRunner, WorkflowRunner
 from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner, SandboxRestrictions
 
 PASSTHROUGH_MODULES = ("pitstop", "pydantic", "pydantic_core", "jinja2", "markupsafe", "annotated_types")
-# The engine's workflow code, passed through by the worker only (see above).
+# The engine's workflow code: imported once by the worker (unsandboxed), re-imported under
+# every restriction by the replayer.
 ENGINE_MODULES = ("workflows",)
 
 
-def workflow_runner(*, engine: bool = False) -> SandboxedWorkflowRunner:
-    """The sandbox; `engine=True` passes the `workflows` package through too (the worker)."""
-    modules = (*PASSTHROUGH_MODULES, *ENGINE_MODULES) if engine else PASSTHROUGH_MODULES
+def workflow_runner(*, engine: bool = False) -> WorkflowRunner:
+    """The replayer's full sandbox; `engine=True`: the worker's runner, without it (see above)."""
+    if engine:
+        return UnsandboxedWorkflowRunner()
     return SandboxedWorkflowRunner(
-        restrictions=SandboxRestrictions.default.with_passthrough_modules(*modules)
+        restrictions=SandboxRestrictions.default.with_passthrough_modules(*PASSTHROUGH_MODULES)
     )

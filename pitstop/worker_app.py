@@ -55,6 +55,10 @@ from pitstop.telemetry import setup_tracing, shutdown_tracing
 # Two cores on the reference machines; activities mostly wait on the network, so a few
 # per core keeps the host busy without starving the workflow task threads.
 DEFAULT_MAX_CONCURRENT_ACTIVITIES = 16
+# Local activities (short SSH reads, signing; see pitstop/local_tasks.py) have their own slots
+# and their own threads in the same pool, so a burst of them never keeps a regular activity the
+# server already handed out waiting for a thread while its timeouts run.
+DEFAULT_MAX_CONCURRENT_LOCAL_ACTIVITIES = 16
 DEFAULT_GRACE_SECONDS = 30.0
 
 log = logging.getLogger("pitstop.worker")
@@ -128,6 +132,7 @@ def build_worker(
     activities: Sequence[Callable[..., Any]] | None = None,
     *,
     max_concurrent_activities: int = DEFAULT_MAX_CONCURRENT_ACTIVITIES,
+    max_concurrent_local_activities: int = DEFAULT_MAX_CONCURRENT_LOCAL_ACTIVITIES,
     grace_seconds: float = DEFAULT_GRACE_SECONDS,
     keys: WorkerKeys | None = None,
 ) -> Worker:
@@ -148,7 +153,8 @@ def build_worker(
     # Innermost: secrets an activity resolved are scrubbed before anything else sees its outcome.
     interceptors.append(ScrubSecretsInterceptor())
     executor = ThreadPoolExecutor(
-        max_workers=max_concurrent_activities, thread_name_prefix=f"activity-{task_queue}"
+        max_workers=max_concurrent_activities + max_concurrent_local_activities,
+        thread_name_prefix=f"activity-{task_queue}",
     )
     return Worker(
         client,
@@ -157,6 +163,7 @@ def build_worker(
         activities=activities,
         activity_executor=executor,
         max_concurrent_activities=max_concurrent_activities,
+        max_concurrent_local_activities=max_concurrent_local_activities,
         interceptors=interceptors,
         graceful_shutdown_timeout=timedelta(seconds=grace_seconds),
         # The engine's own workflow code is passed through (see pitstop/sandbox.py for why that is
@@ -170,6 +177,7 @@ async def run_worker(
     task_queue: str,
     *,
     max_concurrent_activities: int = DEFAULT_MAX_CONCURRENT_ACTIVITIES,
+    max_concurrent_local_activities: int = DEFAULT_MAX_CONCURRENT_LOCAL_ACTIVITIES,
     grace_seconds: float = DEFAULT_GRACE_SECONDS,
 ) -> None:
     """Connect, serve `task_queue` until SIGTERM/SIGINT, then shut down gracefully."""
@@ -182,6 +190,7 @@ async def run_worker(
         client,
         task_queue,
         max_concurrent_activities=max_concurrent_activities,
+        max_concurrent_local_activities=max_concurrent_local_activities,
         grace_seconds=grace_seconds,
         keys=keys,
     )
@@ -236,6 +245,12 @@ def main(
     max_concurrent_activities: Annotated[
         int, typer.Option(min=1, help="Activities run at once (size of the thread pool).")
     ] = DEFAULT_MAX_CONCURRENT_ACTIVITIES,
+    max_concurrent_local_activities: Annotated[
+        int,
+        typer.Option(
+            min=1, help="Local activities run at once (short SSH reads, signing), on their own threads."
+        ),
+    ] = DEFAULT_MAX_CONCURRENT_LOCAL_ACTIVITIES,
     grace_seconds: Annotated[
         float, typer.Option(min=0, help="On SIGTERM, how long in-flight activities may finish.")
     ] = DEFAULT_GRACE_SECONDS,
@@ -260,6 +275,7 @@ def main(
                 settings,
                 task_queue or settings.task_queue,
                 max_concurrent_activities=max_concurrent_activities,
+                max_concurrent_local_activities=max_concurrent_local_activities,
                 grace_seconds=grace_seconds,
             )
         )

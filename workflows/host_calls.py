@@ -18,6 +18,7 @@ from workflows.host_state import HostControl, HostRun
 with workflow.unsafe.imports_passed_through():
     from pitstop.contracts import ModuleCall, ModuleExec, ModuleResult
     from pitstop.core_modules import PureCall, run_pure
+    from pitstop.local_tasks import runs_local
     from pitstop.runbook.models import Task
     from pitstop.runbook.scope import VarScope
     from pitstop.runbook.templating import TemplateError, render
@@ -87,6 +88,12 @@ async def _call_pure(
     return await run_pure(task.module, args, call)
 
 
+def _local(host: HostControl, task: Task, spec: ModuleExec, args: dict[str, Any]) -> bool:
+    # A local activity runs in the worker running this workflow: only when that worker also
+    # serves the run's activities (their queue is the workflow's own).
+    return host.inp.task_queue == workflow.info().task_queue and runs_local(spec.local, task, args)
+
+
 async def call_activity(
     host: HostControl, task: Task, spec: ModuleExec, args: Any, check: bool, target: str
 ) -> ModuleResult:
@@ -102,22 +109,35 @@ async def call_activity(
         cluster=host.inp.cluster,
     )
     retry = spec.retry
+    policy = RetryPolicy(
+        maximum_attempts=retry.maximum_attempts,
+        initial_interval=timedelta(seconds=retry.initial_interval_s),
+        backoff_coefficient=retry.backoff_coefficient,
+        maximum_interval=timedelta(seconds=retry.maximum_interval_s),
+        non_retryable_error_types=list(retry.non_retryable_error_types),
+    )
+    timeout = timedelta(seconds=task.timeout or spec.start_to_close_s)
     try:
-        result: ModuleResult = await workflow.execute_activity(
-            spec.activity,
-            call,
-            result_type=ModuleResult,
-            task_queue=host.inp.task_queue,
-            start_to_close_timeout=timedelta(seconds=task.timeout or spec.start_to_close_s),
-            heartbeat_timeout=timedelta(seconds=spec.heartbeat_s) if spec.heartbeat_s else None,
-            retry_policy=RetryPolicy(
-                maximum_attempts=retry.maximum_attempts,
-                initial_interval=timedelta(seconds=retry.initial_interval_s),
-                backoff_coefficient=retry.backoff_coefficient,
-                maximum_interval=timedelta(seconds=retry.maximum_interval_s),
-                non_retryable_error_types=list(retry.non_retryable_error_types),
-            ),
-        )
+        result: ModuleResult
+        if _local(host, task, spec, call.args):
+            # No server round trip (see pitstop/local_tasks.py for when this is safe).
+            result = await workflow.execute_local_activity(
+                spec.activity,
+                call,
+                result_type=ModuleResult,
+                start_to_close_timeout=timeout,
+                retry_policy=policy,
+            )
+        else:
+            result = await workflow.execute_activity(
+                spec.activity,
+                call,
+                result_type=ModuleResult,
+                task_queue=host.inp.task_queue,
+                start_to_close_timeout=timeout,
+                heartbeat_timeout=timedelta(seconds=spec.heartbeat_s) if spec.heartbeat_s else None,
+                retry_policy=policy,
+            )
         return result
     except ActivityError as err:
         # `str()` of an ApplicationError already carries its type; name it once.

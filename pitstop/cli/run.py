@@ -21,7 +21,7 @@ import time
 import uuid
 from collections.abc import Callable, Coroutine
 from pathlib import Path
-from typing import Annotated, Any, TypeVar, cast
+from typing import Annotated, Any, TypeVar
 
 import typer
 from rich.console import Console
@@ -36,17 +36,22 @@ from temporalio.client import (
 from temporalio.service import RPCError
 
 from pitstop.bundle import BundleError, collect
-from pitstop.contracts import Decision, RunReport, RunRequest, VoteRecord
+from pitstop.contracts import Decision, RunReport, RunRequest, RunStatus, VoteRecord
 from pitstop.keys import KeyConfigError, KeyRing, load_key
 from pitstop.settings import Settings
 from pitstop.views import OK_ROWS_SHOWN, report_view, status_view, ui_link
-from workflows.runbook import RunbookWorkflow
 
 console = Console()
 err_console = Console(stderr=True)
 T = TypeVar("T")
 
 FINAL_STATES = {"succeeded", "completed_with_failures", "failed", "rolled_back", "aborted"}
+
+
+async def _status(handle: WorkflowHandle[Any, Any]) -> RunStatus:
+    # By name: importing the workflow classes for their handles would cost the CLI ~0.1 s.
+    status: RunStatus = await handle.query("status", result_type=RunStatus)
+    return status
 
 
 def _fail(message: str, code: int = 1) -> None:
@@ -148,12 +153,13 @@ def _request(
 async def _follow(
     handle: WorkflowHandle[Any, RunReport], settings: Settings, quiet: bool = False
 ) -> RunReport:
-    """Show live status until the run ends; return its report."""
+    """Show live status until the run ends; return its report. The end is the result's
+    history long-poll (no polling delay); the status table refreshes every second meanwhile."""
     result = asyncio.ensure_future(handle.result())
     with Live(console=console, refresh_per_second=4, transient=True) as live:
         while not result.done():
             try:
-                status = await handle.query(RunbookWorkflow.status)
+                status = await _status(handle)
                 if not quiet:
                     live.update(status_view(status))
             except RPCError:
@@ -306,7 +312,7 @@ def status(
                 console.print(report_view(report, ok_rows=None if all_hosts else OK_ROWS_SHOWN))
             return
         try:
-            current = await handle.query(RunbookWorkflow.status)
+            current = await _status(handle)
         except RPCError as exc:
             _fail(f"cannot read status of {run_id!r}: {exc.message}")
             return
@@ -316,11 +322,13 @@ def status(
         if not watch or current.status in FINAL_STATES:
             console.print(status_view(current))
             return
-        with Live(status_view(current), console=console, refresh_per_second=2) as live:
-            while current.status not in FINAL_STATES:
-                await asyncio.sleep(1.0)
-                current = await handle.query(RunbookWorkflow.status)
-                live.update(status_view(current))
+        # The end comes from the history long-poll, not from the next refresh.
+        try:
+            report = await _follow(handle, settings)
+        except WorkflowFailureError as exc:
+            _fail(f"run {run_id} failed: {exc.cause or exc}")
+            return
+        console.print(report_view(report, ok_rows=None if all_hosts else OK_ROWS_SHOWN))
 
     _run(go)
 
@@ -363,7 +371,7 @@ def _decide(run_id: str, approve: bool, gate: str | None, comment: str, as_user:
             )
         try:
             # The SDK types an async Update's result as its coroutine; it is the VoteRecord.
-            vote = cast(VoteRecord, await handle.execute_update(RunbookWorkflow.decide, vote_for, id=click))
+            vote = await handle.execute_update("decide", vote_for, id=click, result_type=VoteRecord)
         except WorkflowUpdateFailedError as exc:
             cause = exc.cause
             _fail(f"vote refused: {getattr(cause, 'message', None) or cause or exc}")
@@ -386,7 +394,7 @@ def _decide(run_id: str, approve: bool, gate: str | None, comment: str, as_user:
 
 async def _only_open_gate(handle: WorkflowHandle[Any, Any]) -> str:
     try:
-        status = await handle.query(RunbookWorkflow.status)
+        status = await _status(handle)
     except RPCError as exc:
         _fail(f"cannot read the gates of {handle.id!r}: {exc.message}")
         raise
@@ -421,14 +429,13 @@ def reject(
     _decide(run_id, False, gate, comment, as_user)
 
 
-def _signal(run_id: str, signal: Callable[..., Any], *args: str) -> None:
+def _signal(run_id: str, name: str, *args: str) -> None:
     settings = Settings.from_env()
-    name = signal.__name__
 
     async def go() -> None:
         client = await _client(settings)
         try:
-            await client.get_workflow_handle(run_id).signal(signal, *args)
+            await client.get_workflow_handle(run_id).signal(name, *args)
         except RPCError as exc:
             _fail(f"cannot signal {run_id!r}: {exc.message}")
         console.print(f"sent {name} to {run_id}")
@@ -438,12 +445,12 @@ def _signal(run_id: str, signal: Callable[..., Any], *args: str) -> None:
 
 def pause(run_id: Annotated[str, typer.Argument()]) -> None:
     """Stop launching hosts and tasks until `resume`."""
-    _signal(run_id, RunbookWorkflow.pause)
+    _signal(run_id, "pause")
 
 
 def resume(run_id: Annotated[str, typer.Argument()]) -> None:
     """Resume a paused run."""
-    _signal(run_id, RunbookWorkflow.resume)
+    _signal(run_id, "resume")
 
 
 def abort(
@@ -451,12 +458,12 @@ def abort(
     reason: Annotated[str, typer.Option("--reason", "-r")] = "aborted by operator",
 ) -> None:
     """Stop the run at the next task boundary of every host."""
-    _signal(run_id, RunbookWorkflow.abort, reason)
+    _signal(run_id, "abort", reason)
 
 
 def skip_host(run_id: Annotated[str, typer.Argument()], host: Annotated[str, typer.Argument()]) -> None:
     """Skip a host that has not started (or stop it at its next task)."""
-    _signal(run_id, RunbookWorkflow.skip_host, host)
+    _signal(run_id, "skip_host", host)
 
 
 def rollback(
@@ -464,7 +471,7 @@ def rollback(
     reason: Annotated[str, typer.Option("--reason", "-r")] = "rollback requested by operator",
 ) -> None:
     """Trigger the runbook's rollback now."""
-    _signal(run_id, RunbookWorkflow.rollback, reason)
+    _signal(run_id, "rollback", reason)
 
 
 def register(app: typer.Typer) -> None:

@@ -189,6 +189,7 @@ COMMAND: ModuleSpec[CommandArgs] = ModuleSpec(
     start_to_close=timedelta(hours=1),
     heartbeat_timeout=timedelta(seconds=60),
     retry=SSH_RETRY,
+    local="when_rerun_safe",
     free_form_arg="cmd",
 )
 SCRIPT: ModuleSpec[ScriptArgs] = ModuleSpec(
@@ -199,6 +200,7 @@ SCRIPT: ModuleSpec[ScriptArgs] = ModuleSpec(
     start_to_close=timedelta(hours=1),
     heartbeat_timeout=timedelta(seconds=60),
     retry=SSH_RETRY,
+    local="when_rerun_safe",
 )
 COPY: ModuleSpec[CopyArgs] = ModuleSpec(
     name="ssh.copy",
@@ -216,6 +218,7 @@ FACTS: ModuleSpec[FactsArgs] = ModuleSpec(
     supports_check_mode=True,
     start_to_close=timedelta(minutes=2),
     retry=SSH_RETRY,
+    local="always",
 )
 FIRMWARE_UPDATE: ModuleSpec[FirmwareUpdateArgs] = ModuleSpec(
     name="ssh.firmware_update",

@@ -94,6 +94,8 @@ async def test_run_then_votes_from_the_cli_with_refusals_named(
     assert started.returncode == 0, started.stderr
     assert "started cli-run-1" in started.stdout
     await wait_status(temporal_settings, engine_worker, "cli-run-1", "waiting_gate")
+    # `status --watch` follows the run until it ends, whoever ends it.
+    watch = asyncio.ensure_future(pitstop(temporal_settings, engine_worker, "status", "cli-run-1", "--watch"))
 
     own = await pitstop(temporal_settings, engine_worker, "approve", "cli-run-1", "--as", "alice")
     assert own.returncode == 1
@@ -102,8 +104,12 @@ async def test_run_then_votes_from_the_cli_with_refusals_named(
     assert stranger.returncode == 1
     assert "'mallory' is not an approver for gate 'canary:before' (allowed: alice, bob)" in stranger.stderr
 
+    assert not watch.done(), "the watcher must still be following a run that waits at its gate"
     ok = await pitstop(temporal_settings, engine_worker, "approve", "cli-run-1", "--as", "bob", "-m", "fine")
     assert ok.returncode == 0, ok.stderr
+    watched = await asyncio.wait_for(watch, timeout=120)
+    assert watched.returncode == 0, watched.stderr
+    assert "succeeded" in watched.stdout and "h01" in watched.stdout  # the final report, every host
     final = await wait_status(temporal_settings, engine_worker, "cli-run-1", "succeeded")
     gates = final["gates"]
     assert isinstance(gates, list)
