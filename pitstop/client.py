@@ -11,9 +11,9 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from temporalio.client import Client, Interceptor
-from temporalio.contrib.opentelemetry import TracingInterceptor
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.converter import DataConverter, DefaultFailureConverterWithEncodedAttributes, PayloadCodec
 from temporalio.service import TLSConfig
@@ -24,6 +24,9 @@ from pitstop.codec_keys import CodecKeyError, Keyring, keyring_for
 from pitstop.payload_store import BlobStore, PayloadStoreError, open_store
 from pitstop.payload_store_cache import DEFAULT_CACHE_BYTES
 from pitstop.settings import Settings
+
+if TYPE_CHECKING:
+    from temporalio.contrib.opentelemetry import TracingInterceptor
 
 # How long to wait for the first RPC before calling the server unreachable. Connection
 # refused fails at once; this bounds the case of a black-holed address.
@@ -40,6 +43,10 @@ def tracing_interceptor() -> TracingInterceptor:
     `always_create_workflow_spans` makes workflow spans even when the caller sent no trace
     context (a run started from the UI), so every run shows up in the trace backend.
     """
+    # Imported here: it pulls in the whole worker package (~80 ms), which a CLI without
+    # tracing never needs.
+    from temporalio.contrib.opentelemetry import TracingInterceptor
+
     return TracingInterceptor(always_create_workflow_spans=True)
 
 

@@ -85,6 +85,12 @@ def _register() -> None:
 _register()
 
 
+# Hosts whose `test.step` calls wait (after being recorded in CALLS) until the test removes
+# them: a test that must act while a call is certainly in progress waits on conditions, not on
+# a sleep being long enough (the worker runs in the test's process, so a set is enough).
+HELD_HOSTS: set[str] = set()
+
+
 @activity.defn(name="module.test.step")
 async def test_step(call: ModuleCall) -> ModuleResult:
     CALLS.append((call.host, call.task_path, dict(call.args)))
@@ -92,6 +98,8 @@ async def test_step(call: ModuleCall) -> ModuleResult:
     started = time.monotonic()
     attempt = sum(1 for r in RECORDS if (r.host, r.task) == (call.host, call.task_path)) + 1
     try:
+        while call.host in HELD_HOSTS:
+            await asyncio.sleep(0.02)
         if args.sleep:
             await asyncio.sleep(args.sleep)
     finally:

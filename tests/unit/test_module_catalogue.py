@@ -122,3 +122,21 @@ def test_a_site_module_lists_its_specs_and_cannot_take_a_shipped_name(tmp_path: 
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=120)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "module 'kube.drain' registered twice"
+
+
+def test_a_lookup_by_name_finds_the_catalogues_spec_loading_only_its_family() -> None:
+    from pitstop import modules
+    from pitstop.module_catalog import CATALOGUE
+
+    for name, spec in CATALOGUE.items():
+        assert modules.get_module(name) is spec, name
+    assert modules.get_module("no_such.module") is None and modules.get_module("../x") is None
+    # In a fresh interpreter, looking up an SSH module loads the SSH family, not the others.
+    code = (
+        "import sys; from pitstop.modules import get_module; assert get_module('ssh.command');"
+        "print(sorted(m for m in sys.modules if m.startswith('pitstop.module_args.')))"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=60
+    )
+    assert done.stdout.strip() == "['pitstop.module_args.ssh']"

@@ -8,11 +8,12 @@ from collections.abc import Callable
 from typing import Any
 
 from temporalio.api.sdk.v1 import WorkflowMetadata
-from temporalio.client import WorkflowHandle
+from temporalio.client import Client, WorkflowHandle
 
 from pitstop.contracts import RunReport, RunStatus
 from tests.integration.engine.conftest import StartFn, hosts_inventory, status_when
-from tests.testmodules import CALLS
+from tests.integration.engine.test_durability import wait_for
+from tests.testmodules import CALLS, HELD_HOSTS
 
 Handle = WorkflowHandle[Any, RunReport]
 
@@ -72,12 +73,28 @@ async def test_pause_holds_new_tasks_and_hosts_until_resume(start_run: StartFn) 
     assert values() == ["first h00", "second h00", "first h01", "second h01"]
 
 
-async def test_skip_host_then_abort_end_the_run_aborted_with_the_reason(start_run: StartFn) -> None:
-    handle = await start_run(ROLLING, hosts_inventory(3))
-    await handle.signal("skip_host", "h01")
-    await status_when(handle, host_state("h01", "skipped"))
-    await status_when(handle, lambda s: "first h02" in values())
-    await handle.signal("abort", "maintenance window closed")
+async def _signaled(client: Client, workflow_id: str, signal: str) -> bool:
+    async for event in client.get_workflow_handle(workflow_id).fetch_history_events():
+        if event.HasField("workflow_execution_signaled_event_attributes"):
+            if event.workflow_execution_signaled_event_attributes.signal_name == signal:
+                return True
+    return False
+
+
+async def test_skip_host_then_abort_end_the_run_aborted_with_the_reason(
+    start_run: StartFn, temporal_client: Client
+) -> None:
+    HELD_HOSTS.add("h02")  # h02's first task runs until the abort has reached h02's workflow
+    try:
+        handle = await start_run(ROLLING, hosts_inventory(3))
+        await handle.signal("skip_host", "h01")
+        await status_when(handle, host_state("h01", "skipped"))
+        await status_when(handle, lambda s: "first h02" in values())
+        await handle.signal("abort", "maintenance window closed")
+        h02 = f"{handle.id}/ops/h02"
+        await wait_for("the abort in h02's history", lambda: _signaled(temporal_client, h02, "abort"))
+    finally:
+        HELD_HOSTS.discard("h02")
     report = await handle.result()
 
     assert report.status == "aborted"

@@ -243,7 +243,26 @@ if (fw / "pending").exists():
     (fw / "current").write_text((fw / "pending").read_text())
     (fw / "pending").unlink()
 Path(CFG["boot_id"]).write_text(str(uuid.uuid4()) + "\\n")
-time.sleep(CFG["down_seconds"])
+# Down until someone has seen it down (a connection hung up at once, as on a node whose sshd
+# is gone) and at least `down_seconds` passed: on a loaded machine a poller that is late must
+# still find the node away, not sleep through a fixed window and only see the new boot id.
+import socket
+down = socket.socket()
+down.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+down.bind(("127.0.0.1", CFG["port"]))
+down.listen(16)
+down.settimeout(CFG["down_seconds"] + 60)  # a bound for a reboot nobody is waiting for
+until = time.monotonic() + CFG["down_seconds"]
+seen = False
+while not seen or time.monotonic() < until:
+    try:
+        conn, _ = down.accept()
+    except socket.timeout:
+        break
+    conn.close()
+    seen = True
+    down.settimeout(max(0.05, until - time.monotonic()) if time.monotonic() < until else 0.05)
+down.close()
 Path(CFG["pid_file"]).unlink(missing_ok=True)
 subprocess.run([CFG["sshd"], "-f", CFG["config"], "-E", CFG["log"]], check=False)
 """
@@ -274,6 +293,7 @@ def make_fake_node(root: Path, port: int, authorized_keys: list[str], firmware: 
         "fw": str(fw),
         "boot_id": str(root / "boot_id"),
         "down_seconds": 1.0,
+        "port": port,
     }
     scripts = {
         "pitstop-fwupdate": _UPDATER.format(fw=str(fw)),
