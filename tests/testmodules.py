@@ -85,10 +85,20 @@ def _register() -> None:
 _register()
 
 
-# Hosts whose `test.step` calls wait (after being recorded in CALLS) until the test removes
+# Hosts whose `test.step` calls wait (after being recorded in CALLS) until the test releases
 # them: a test that must act while a call is certainly in progress waits on conditions, not on
-# a sleep being long enough (the worker runs in the test's process, so a set is enough).
-HELD_HOSTS: set[str] = set()
+# a sleep being long enough. The worker runs on the test's event loop, so an Event is enough.
+HELD_HOSTS: dict[str, asyncio.Event] = {}
+
+
+def hold(host: str) -> None:
+    HELD_HOSTS[host] = asyncio.Event()
+
+
+def release(host: str) -> None:
+    held = HELD_HOSTS.pop(host, None)
+    if held is not None:
+        held.set()
 
 
 @activity.defn(name="module.test.step")
@@ -98,8 +108,9 @@ async def test_step(call: ModuleCall) -> ModuleResult:
     started = time.monotonic()
     attempt = sum(1 for r in RECORDS if (r.host, r.task) == (call.host, call.task_path)) + 1
     try:
-        while call.host in HELD_HOSTS:
-            await asyncio.sleep(0.02)
+        held = HELD_HOSTS.get(call.host)
+        if held is not None:
+            await held.wait()
         if args.sleep:
             await asyncio.sleep(args.sleep)
     finally:

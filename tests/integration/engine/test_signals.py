@@ -13,7 +13,7 @@ from temporalio.client import Client, WorkflowHandle
 from pitstop.contracts import RunReport, RunStatus
 from tests.integration.engine.conftest import StartFn, hosts_inventory, status_when
 from tests.integration.engine.test_durability import wait_for
-from tests.testmodules import CALLS, HELD_HOSTS
+from tests.testmodules import CALLS, hold, release
 
 Handle = WorkflowHandle[Any, RunReport]
 
@@ -75,16 +75,16 @@ async def test_pause_holds_new_tasks_and_hosts_until_resume(start_run: StartFn) 
 
 async def _signaled(client: Client, workflow_id: str, signal: str) -> bool:
     async for event in client.get_workflow_handle(workflow_id).fetch_history_events():
-        if event.HasField("workflow_execution_signaled_event_attributes"):
-            if event.workflow_execution_signaled_event_attributes.signal_name == signal:
-                return True
+        signaled = event.workflow_execution_signaled_event_attributes
+        if event.HasField("workflow_execution_signaled_event_attributes") and signaled.signal_name == signal:
+            return True
     return False
 
 
 async def test_skip_host_then_abort_end_the_run_aborted_with_the_reason(
     start_run: StartFn, temporal_client: Client
 ) -> None:
-    HELD_HOSTS.add("h02")  # h02's first task runs until the abort has reached h02's workflow
+    hold("h02")  # h02's first task runs until the abort has reached h02's workflow
     try:
         handle = await start_run(ROLLING, hosts_inventory(3))
         await handle.signal("skip_host", "h01")
@@ -94,7 +94,7 @@ async def test_skip_host_then_abort_end_the_run_aborted_with_the_reason(
         h02 = f"{handle.id}/ops/h02"
         await wait_for("the abort in h02's history", lambda: _signaled(temporal_client, h02, "abort"))
     finally:
-        HELD_HOSTS.discard("h02")
+        release("h02")
     report = await handle.result()
 
     assert report.status == "aborted"
