@@ -150,16 +150,20 @@ def plan_from(runbook: Runbook, inventory: Inventory, request: RunRequest, defau
             }
         ),
     )
+    # Module activities go to the cluster's own queue when the inventory names one (a worker
+    # next to that cluster), otherwise to the queue this run is served on.
+    task_queue = cluster.task_queue if cluster and cluster.task_queue else default_queue
     return Plan(
         runbook=runbook,
         stages=stages,
         hostvars=hostvars,
         gates=_gates(runbook),
-        modules=_modules(runbook),
+        # A local activity runs in the worker running the workflow: only when that worker
+        # also serves the run's activities. Decided here and recorded with the plan, so a
+        # replay (on whatever queue) makes the same choice.
+        modules=_modules(runbook, local=task_queue == default_queue),
         cluster=cluster,
-        # Module activities go to the cluster's own queue when the inventory names one
-        # (a worker next to that cluster), otherwise to the queue this run is served on.
-        task_queue=(cluster.task_queue if cluster and cluster.task_queue else default_queue),
+        task_queue=task_queue,
         extra_vars=request.vars,
         check_mode=request.check_mode,
         tags=request.tags,
@@ -223,7 +227,7 @@ def _gates(runbook: Runbook) -> dict[str, GateRule]:
     return gates
 
 
-def _modules(runbook: Runbook) -> dict[str, ModuleExec]:
+def _modules(runbook: Runbook, local: bool = True) -> dict[str, ModuleExec]:
     out: dict[str, ModuleExec] = {}
     for task in runbook.all_tasks():
         if task.module is None or task.module in out:
@@ -245,7 +249,7 @@ def _modules(runbook: Runbook) -> dict[str, ModuleExec]:
                 maximum_interval_s=spec.retry.maximum_interval.total_seconds(),
                 non_retryable_error_types=list(spec.retry.non_retryable_error_types),
             ),
-            local=spec.local,
+            local=spec.local if local else "never",
         )
     return out
 

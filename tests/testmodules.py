@@ -54,6 +54,10 @@ class StepArgs(ModuleArgs):
     artifact: dict[str, str] | None = None
 
 
+class ReadArgs(ModuleArgs):
+    value: Any = None
+
+
 class NoCheckArgs(ModuleArgs):
     cmd: str = ""
 
@@ -70,6 +74,15 @@ def _register() -> None:
             retry=RetryDefaults(
                 maximum_attempts=3, initial_interval=__import__("datetime").timedelta(seconds=0.2)
             ),
+        )
+    )
+    register(
+        ModuleSpec(
+            name="test.read",
+            args_model=ReadArgs,
+            summary="Test read: records the call, changes nothing; a local activity (like ssh.facts).",
+            supports_check_mode=True,
+            local="always",
         )
     )
     register(
@@ -132,13 +145,20 @@ async def test_step(call: ModuleCall) -> ModuleResult:
     return ModuleResult(changed=args.changed, msg=f"step {args.value}", data=data)
 
 
+@activity.defn(name="module.test.read")
+async def test_read(call: ModuleCall) -> ModuleResult:
+    CALLS.append((call.host, call.task_path, dict(call.args)))
+    value = ReadArgs.model_validate(call.args).value
+    return ModuleResult(changed=False, msg=f"read {value}", data={"value": value})
+
+
 @activity.defn(name="module.test.nocheck")
 async def test_nocheck(call: ModuleCall) -> ModuleResult:
     CALLS.append((call.host, call.task_path, dict(call.args)))
     return ModuleResult(changed=True, msg="ran")
 
 
-TEST_ACTIVITIES = [test_step, test_nocheck]
+TEST_ACTIVITIES = [test_step, test_read, test_nocheck]
 
 
 # --- test.durable_step: calls counted across worker processes ---------------------------

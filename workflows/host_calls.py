@@ -88,12 +88,6 @@ async def _call_pure(
     return await run_pure(task.module, args, call)
 
 
-def _local(host: HostControl, task: Task, spec: ModuleExec, args: dict[str, Any]) -> bool:
-    # A local activity runs in the worker running this workflow: only when that worker also
-    # serves the run's activities (their queue is the workflow's own).
-    return host.inp.task_queue == workflow.info().task_queue and runs_local(spec.local, task, args)
-
-
 async def call_activity(
     host: HostControl, task: Task, spec: ModuleExec, args: Any, check: bool, target: str
 ) -> ModuleResult:
@@ -119,7 +113,8 @@ async def call_activity(
     timeout = timedelta(seconds=task.timeout or spec.start_to_close_s)
     try:
         result: ModuleResult
-        if _local(host, task, spec, call.args):
+        # `spec.local` is "never" when the run's activities are on another queue (plan.load).
+        if runs_local(spec.local, task, call.args):
             # No server round trip (see pitstop/local_tasks.py for when this is safe).
             result = await workflow.execute_local_activity(
                 spec.activity,

@@ -114,6 +114,29 @@ SCENARIOS: tuple[Scenario, ...] = (
         """,
     ),
     Scenario(
+        name="local",
+        covers="local activities (a read-only module) between regular activities, registered results",
+        hosts=2,
+        expect="succeeded",
+        children=("fleet/h00",),
+        runbook="""
+        name: replay-local
+        stages:
+          - name: fleet
+            hosts: gpu
+            tasks:
+              - name: read first
+                test.read: {value: "{{ inventory_hostname }}"}
+                register: first
+              - name: read again
+                test.read: {value: "{{ first.value }}-again"}
+              - name: step
+                test.step: {value: "{{ first.msg }}"}
+              - name: read last
+                test.read: {value: last}
+        """,
+    ),
+    Scenario(
         name="rolling",
         covers=(
             "rolling window with per-domain limit and domain round robin, run_once, continue-as-new "

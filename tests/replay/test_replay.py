@@ -16,6 +16,7 @@ configured), pitstop's sandbox runner and the tracing interceptor.
 
 from __future__ import annotations
 
+import base64
 import json
 from datetime import timedelta
 from pathlib import Path
@@ -93,3 +94,24 @@ async def test_replay_detects_a_workflow_that_schedules_a_different_first_comman
         load(entry), raise_on_replay_failure=False
     )
     assert isinstance(result.replay_failure, workflow.NondeterminismError), result.replay_failure
+
+
+def test_the_local_scenario_recorded_local_activities_and_a_regular_one() -> None:
+    # Otherwise the scenario could replay cleanly without ever exercising the local path.
+    entry = next(e for e in recorded() if e.scenario == "local" and e.workflow_type == "HostWorkflow")
+    events = json.loads((HISTORIES_DIR / entry.file).read_text())["events"]
+    # A local activity's marker names its activity in the JSON of its `data` detail (base64 here).
+    local = [
+        json.loads(
+            base64.b64decode(e["markerRecordedEventAttributes"]["details"]["data"]["payloads"][0]["data"])
+        )
+        for e in events
+        if e["eventType"] == "EVENT_TYPE_MARKER_RECORDED"
+    ]
+    local_reads = [m for m in local if m["activity_type"] == "module.test.read"]
+    scheduled = [
+        e["activityTaskScheduledEventAttributes"]["activityType"]["name"]
+        for e in events
+        if e["eventType"] == "EVENT_TYPE_ACTIVITY_TASK_SCHEDULED"
+    ]
+    assert len(local_reads) == 3 and scheduled == ["module.test.step"], (len(local_reads), scheduled)

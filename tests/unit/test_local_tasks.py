@@ -6,6 +6,8 @@ from typing import Any
 
 import pytest
 
+from activities.plan import build_plan
+from pitstop.contracts import RunRequest
 from pitstop.local_tasks import changes_nothing, runs_local
 from pitstop.modules import get_module
 from pitstop.runbook.models import Task
@@ -54,3 +56,18 @@ def test_modules_declare_it_and_never_means_never() -> None:
     }
     changing = ("ssh.firmware_update", "ssh.reboot", "kube.drain", "kube.cordon")
     assert all(get_module(name).local == "never" for name in changing)  # type: ignore[union-attr]
+
+
+@pytest.mark.parametrize(("queue", "mode"), [(None, "always"), ("workers-next-to-c1", "never")])
+def test_the_plan_allows_local_calls_only_when_the_runs_activities_share_the_workflows_queue(
+    queue: str | None, mode: str
+) -> None:
+    cluster = f"cluster: {{name: c1, task_queue: {queue}}}\n" if queue else ""
+    files = {
+        "runbook.yaml": "name: r\nhosts: all\ntasks:\n  - ssh.facts: {}\n",
+        "inventory.yaml": cluster + "all:\n  hosts:\n    a: {}\n",
+    }
+    plan = build_plan(RunRequest(runbook="runbook.yaml", inventory="inventory.yaml", files=files), "pitstop")
+    # A local activity runs in the worker running the workflow, which may not serve that queue.
+    assert plan.task_queue == (queue or "pitstop")
+    assert plan.modules["ssh.facts"].local == mode
