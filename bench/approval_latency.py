@@ -41,7 +41,7 @@ from tests.integration.slack.slackfake import BOT_TOKEN, SIGNING_SECRET, Clicker
 from workflows import WORKFLOWS  # noqa: E402
 
 GATES = 30
-TARGET_P99_MS = 500.0
+TARGET_P99_MS = 100.0  # issue 16: p99 <= 100 ms on the dev server
 TASK_QUEUE = "bench-approval-latency"
 APPROVER_ID = "U0BENCHBOB"
 
