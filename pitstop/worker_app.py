@@ -48,6 +48,7 @@ from pitstop.keys import KeyConfigError, KeyRing, load_key, require_key
 from pitstop.logs import configure_logging
 from pitstop.policy import PolicyError, WorkerPolicy, load_policy
 from pitstop.policy.scrub import ScrubSecretsInterceptor
+from pitstop.process_exit import exit_now
 from pitstop.sandbox import workflow_runner
 from pitstop.settings import Settings
 from pitstop.telemetry import setup_tracing, shutdown_tracing
@@ -269,6 +270,7 @@ def main(
     configure_logging(log_level)
     settings = Settings.from_env()
     setup_tracing("pitstop-worker")
+    code = 0
     try:
         asyncio.run(
             run_worker(
@@ -281,9 +283,12 @@ def main(
         )
     except (EmptyRegistryError, PitstopConnectionError, KeyConfigError) as exc:
         typer.echo(f"pitstop worker: {exc}", err=True)
-        raise typer.Exit(code=2) from None
+        code = 2
     except PolicyError as exc:
         typer.echo(f"pitstop worker: invalid worker policy, not starting: {exc}", err=True)
-        raise typer.Exit(code=2) from None
+        code = 2
     finally:
         shutdown_tracing()
+    # Stopped cleanly (or refused to start): leave without interpreter finalization, which can
+    # abort the process while the Temporal core's threads wind down (pitstop/process_exit.py).
+    exit_now(code)

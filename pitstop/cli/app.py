@@ -10,6 +10,7 @@ from collections.abc import Callable
 import typer
 
 from pitstop import __version__
+from pitstop.process_exit import exit_now
 
 
 def version() -> None:
@@ -120,12 +121,24 @@ def __getattr__(name: str) -> typer.Typer:
     raise AttributeError(name)
 
 
-def main() -> None:
-    # The first word that is not an option names the command; only its area is loaded.
-    # Anything else (`pitstop`, `pitstop --help`, a typo) gets the whole command line.
-    command = next((arg for arg in sys.argv[1:] if not arg.startswith("-")), None)
+def app_for(argv: list[str]) -> typer.Typer:
+    """The command line `main` runs for these arguments: the first word that is not an option
+    names the command and only its area is loaded; anything else (`pitstop`, `pitstop --help`,
+    a typo) gets the whole command line."""
+    command = next((arg for arg in argv if not arg.startswith("-")), None)
     area = COMMAND_AREA.get(command or "")
-    build_app([area] if area else None)()
+    return build_app([area] if area else None)
+
+
+def main() -> None:
+    try:
+        app_for(sys.argv[1:])()
+        code: int | str | None = 0
+    except SystemExit as done:
+        code = done.code
+    # Past this point everything is printed: leave without interpreter finalization, which can
+    # abort the process after a Temporal client was used (pitstop/process_exit.py).
+    exit_now(code)
 
 
 if __name__ == "__main__":

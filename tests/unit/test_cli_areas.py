@@ -33,9 +33,9 @@ def _loaded_after(argv: list[str], prefixes: tuple[str, ...]) -> list[str]:
         f"""
         import json, sys
         sys.argv = {["pitstop", *argv]!r}
-        from pitstop.cli.app import main
+        from pitstop.cli.app import app_for
         try:
-            main()
+            app_for(sys.argv[1:])()
         except SystemExit:
             pass
         print(json.dumps(sorted(m for m in sys.modules if m.startswith({prefixes!r}))))
