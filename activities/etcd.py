@@ -150,6 +150,8 @@ def tls_flags(args: EtcdClientArgs, call: ModuleCall) -> Iterator[list[str]]:
                 value = resolve_secret(ref, "etcd_tls", what=f"{call.module}: {flag}", endpoints=endpoints)
             except SecretNotFound as exc:
                 raise make_error(ErrorType.PRECONDITION_FAILED, f"etcd TLS {flag}: {exc}") from None
+            # A directory this worker just made (0700) and one of three fixed names: nothing a
+            # runbook says chooses the path; the secret itself was granted for these endpoints.
             path = Path(tmp) / flag
             fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
             with os.fdopen(fd, "w") as handle:

@@ -280,6 +280,9 @@ def ssh_script(call: ModuleCall, args: ScriptArgs) -> ModuleResult:
         reason = _guard(conn, args.creates, args.removes, args.become)
         if reason is not None:
             return ModuleResult(changed=False, msg=reason, rc=0, stdout="", stderr="")
+        # On the node, not the worker: a fresh 0700 directory pitstop names, and a file name
+        # `script_name` reduced to a plain name, so no runbook value chooses where it lands.
+        # (The worker-side `src` was read through the policy's file check in `read_file_bytes`.)
         directory = f"/tmp/.pitstop-script-{uuid.uuid4().hex[:12]}"
         path = f"{directory}/{name}"
         sftp = conn.open_sftp()
