@@ -83,10 +83,14 @@ def _family(family: str) -> dict[str, ModuleSpec[Any]]:
         from pitstop.core_modules import CORE_MODULES
 
         return dict(CORE_MODULES)
+    # `family` comes from a runbook's module name: only a plain public name of a family file.
+    if not family.isidentifier() or family.startswith("_"):
+        return {}
     try:
-        specs: list[ModuleSpec[Any]] = importlib.import_module(f"pitstop.module_args.{family}").SPECS
+        module = importlib.import_module(f"pitstop.module_args.{family}")
     except ModuleNotFoundError:
         return {}
+    specs: list[ModuleSpec[Any]] = getattr(module, "SPECS", [])
     return {spec.name: spec for spec in specs}
 
 
@@ -94,7 +98,7 @@ def _shipped(name: str) -> ModuleSpec[Any] | None:
     prefix, dot, _ = name.partition(".")
     families = _FAMILIES_OF_PREFIX.get(prefix, (prefix,)) if dot else ("core",)
     for family in families:
-        if prefix.isidentifier() and (spec := _family(family).get(name)) is not None:
+        if (spec := _family(family).get(name)) is not None:
             return spec
     return _catalogue().get(name)
 
