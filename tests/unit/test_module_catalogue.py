@@ -142,3 +142,21 @@ def test_a_lookup_by_name_finds_the_catalogues_spec_loading_only_its_family() ->
         [sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=60
     )
     assert done.stdout.strip() == "['pitstop.module_args.ssh']"
+
+
+def test_a_site_modules_lookup_and_registration_load_no_shipped_family(tmp_path: Path) -> None:
+    (tmp_path / "site_mods.py").write_text(
+        "from pitstop.module_spec import ModuleArgs, ModuleSpec\n"
+        "class NoArgs(ModuleArgs):\n"
+        "    pass\n"
+        "SPECS = [ModuleSpec(name='site.hello', args_model=NoArgs, summary='a site module')]\n"
+    )
+    code = (
+        "import sys; from pitstop.modules import get_module; assert get_module('site.hello');"
+        "print(sorted(m for m in sys.modules"
+        " if m.startswith('pitstop.module_args.') or m.endswith('_catalog')))"
+    )
+    env = {**os.environ, "PITSTOP_MODULES": "site_mods", "PYTHONPATH": str(tmp_path)}
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "[]"

@@ -178,6 +178,8 @@ class Clicker:
 
     url: str
     secret: str = SIGNING_SECRET
+    # A client kept open across clicks (as Slack's own senders are); None opens one per click.
+    http: httpx.AsyncClient | None = None
 
     async def post(
         self, payload: dict[str, Any], *, secret: str | None = None, age_s: float = 0.0
@@ -190,6 +192,8 @@ class Clicker:
             "X-Slack-Signature": slack_signature(secret or self.secret, timestamp, body),
             "User-Agent": "Slackbot 1.0 (+https://api.slack.com/robots)",
         }
+        if self.http is not None:
+            return await self.http.post(self.url, content=body, headers=headers)
         async with httpx.AsyncClient(timeout=10) as client:
             return await client.post(self.url, content=body, headers=headers)
 
