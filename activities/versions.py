@@ -24,6 +24,7 @@ from pitstop.versions.facts import FactsError, facts_by_node
 from pitstop.versions.validation import validation_states
 
 CONTROL_PLANE_SELECTOR = "component in (kube-apiserver,kube-controller-manager,kube-scheduler)"
+KUBE_PROXY_SELECTOR = "k8s-app=kube-proxy"  # kubeadm's (and most distributions') label
 WORKLOAD_PATHS = ("/apis/apps/v1/deployments", "/apis/apps/v1/daemonsets", "/apis/apps/v1/statefulsets")
 HELM_DEPLOYED = "owner=helm,status=deployed"
 HELM_TYPE = f"type={SECRET_TYPE}"
@@ -72,6 +73,12 @@ def read_cluster(kube: Kube, args: VersionsArgs, ssh_facts: Any, notes: list[str
         notes,
         lambda: kube.list("/api/v1/namespaces/kube-system/pods", label_selector=CONTROL_PLANE_SELECTOR),
     )
+    proxy_pods = _optional(
+        kube,
+        "kube-system kube-proxy pods",
+        notes,
+        lambda: kube.list("/api/v1/namespaces/kube-system/pods", label_selector=KUBE_PROXY_SELECTOR),
+    )
     workloads: list[Obj] = []
     for path in WORKLOAD_PATHS:
         workloads += _optional(kube, path.rsplit("/", 1)[-1], notes, functools.partial(kube.list, path))
@@ -89,6 +96,7 @@ def read_cluster(kube: Kube, args: VersionsArgs, ssh_facts: Any, notes: list[str
         nodes=nodes,
         gpu_nodes=gpu_nodes,
         control_plane_pods=pods,
+        proxy_pods=proxy_pods,
         workloads=workloads,
         helm_releases=helm_releases(secrets, notes),
         facts=facts.by_node,

@@ -111,10 +111,18 @@ def is_release_secret(secret: Mapping[str, Any]) -> bool:
     return secret.get("type") == SECRET_TYPE or name.startswith(NAME_PREFIX)
 
 
+def _b64decode(text: str | bytes) -> bytes:
+    """Base64 as Go's `base64.StdEncoding` reads it, which helm uses: CR and LF are ignored
+    (a record repaired by hand the way Helm's docs show, `... | gzip | base64`, is wrapped at
+    76 columns), anything else outside the alphabet is an error."""
+    raw = text.encode("ascii", "replace") if isinstance(text, str) else bytes(text)
+    return base64.b64decode(raw.replace(b"\r", b"").replace(b"\n", b""), validate=True)
+
+
 def decode_payload(payload: str | bytes, *, where: str = "release") -> dict[str, Any]:
     """Inverse of `encode_payload`; like helm, accepts uncompressed (pre-gzip) records."""
     try:
-        raw = base64.b64decode(payload, validate=True)
+        raw = _b64decode(payload)
     except (binascii.Error, ValueError) as exc:
         raise HelmReleaseError(f"{where}: release payload is not base64 ({exc})") from exc
     if raw[:3] == GZIP_MAGIC:
@@ -139,7 +147,7 @@ def decode_release(secret: Mapping[str, Any]) -> HelmRelease:
     if "release" not in data:
         raise HelmReleaseError(f"{where}: no data.release key; not a Helm 3 release record")
     try:
-        payload = base64.b64decode(str(data["release"]), validate=True)
+        payload = _b64decode(str(data["release"]))
     except (binascii.Error, ValueError) as exc:
         raise HelmReleaseError(f"{where}: data.release is not base64 ({exc})") from exc
     doc = decode_payload(payload, where=where)
@@ -179,16 +187,24 @@ def release_from_json(
         raise HelmReleaseError(f"{where}: release record is incomplete ({exc})") from exc
 
 
-def latest_releases(secrets: Iterable[Mapping[str, Any]]) -> list[HelmRelease]:
+def latest_releases(
+    secrets: Iterable[Mapping[str, Any]], unreadable: list[str] | None = None
+) -> list[HelmRelease]:
     """One release per (namespace, name): the newest deployed revision, else the newest one.
 
-    Secrets that are not Helm records are ignored; unreadable records raise HelmReleaseError.
+    Secrets that are not Helm records are ignored. An unreadable record is skipped, its reason
+    appended to `unreadable` when given: one broken Secret must not hide every other release.
     """
     best: dict[tuple[str, str], HelmRelease] = {}
     for secret in secrets:
         if not is_release_secret(secret):
             continue
-        release = decode_release(secret)
+        try:
+            release = decode_release(secret)
+        except HelmReleaseError as exc:
+            if unreadable is not None:
+                unreadable.append(str(exc))
+            continue
         key = (release.namespace, release.name)
         current = best.get(key)
         if current is None or _rank(release) > _rank(current):

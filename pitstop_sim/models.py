@@ -47,6 +47,17 @@ class NodeHealth(Strict):
         return "*" in self.fails_validation or kind in self.fails_validation
 
 
+def node_info_kube_proxy_version(kubelet_version: str) -> str:
+    """What a kubelet writes into `nodeInfo.kubeProxyVersion`: its own version (it never knew
+    kube-proxy's), and from 1.33 nothing (KEP-4004, the field is deprecated)."""
+    parts = kubelet_version.lstrip("v").split(".")
+    try:
+        minor = (int(parts[0]), int(parts[1]))
+    except (IndexError, ValueError):
+        return kubelet_version
+    return "" if minor >= (1, 33) else kubelet_version
+
+
 class NodeProfile(BaseModel):
     """The simulator's own view of a node: versions and health, mirrored into labels/nodeInfo."""
 

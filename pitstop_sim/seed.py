@@ -36,7 +36,7 @@ from pitstop_sim.controllers.workloads import (
     template_hash,
 )
 from pitstop_sim.crds import gpu_operator_crds, kueue_crds
-from pitstop_sim.models import NodeProfile
+from pitstop_sim.models import NodeProfile, node_info_kube_proxy_version
 from pitstop_sim.objects import (
     GENERATE_NAME_ATTEMPTS,
     GPU,
@@ -692,7 +692,7 @@ def _node_info(profile: NodeProfile) -> Obj:
         "osImage": profile.os_image,
         "containerRuntimeVersion": profile.container_runtime,
         "kubeletVersion": profile.kubelet_version,
-        "kubeProxyVersion": profile.kubelet_version,
+        "kubeProxyVersion": node_info_kube_proxy_version(profile.kubelet_version),
         "operatingSystem": "linux",
         "architecture": "amd64",
     }

@@ -202,8 +202,8 @@ def check_state(versions: ClusterVersions, policy: SkewPolicy, state: State, rep
     when = _WHEN[state]
     if len(apiservers) > 1:
         _check_ha(oldest, newest, policy, state, report)
-    _check_nodes(versions.kubelets, "kubelet", oldest, policy, state, report)
-    _check_nodes(versions.kube_proxies, "kube-proxy", oldest, policy, state, report)
+    _check_nodes(versions.kubelets, "kubelet", (oldest, newest), policy, state, report)
+    _check_nodes(versions.kube_proxies, "kube-proxy", (oldest, newest), policy, state, report)
     _check_proxy_vs_kubelet(versions, policy, state, report)
     for component in CONTROL_PLANE_COMPONENTS:
         for text in sorted(set(versions.control_plane(component))):
@@ -250,13 +250,17 @@ def _check_ha(oldest: Version, newest: Version, policy: SkewPolicy, state: State
 def _check_nodes(
     per_node: Mapping[str, str],
     component: Literal["kubelet", "kube-proxy"],
-    apiserver: Version,
+    apiservers: tuple[Version, Version],
     policy: SkewPolicy,
     state: State,
     report: SkewReport,
 ) -> None:
+    """A node component may not be newer than the oldest kube-apiserver, nor older than the
+    newest one by more than the limit: with HA apiservers at 1.32 and 1.31 the policy allows
+    kubelet 1.31, 1.30 and 1.29 (its own example), so both ends narrow the window."""
     if not per_node:
         return
+    apiserver, newest = apiservers
     not_newer, too_old = (
         (KUBELET_NOT_NEWER, KUBELET_TOO_OLD) if component == "kubelet" else (PROXY_NOT_NEWER, PROXY_TOO_OLD)
     )
@@ -291,9 +295,9 @@ def _check_nodes(
         limit = policy.limit(too_old, 3)
         if version.minor_key() < (1, _LEGACY_NODE_MINOR):
             limit = min(limit, _LEGACY_NODE_LIMIT)
-        behind = -ahead
+        behind = _minors(newest, version)
         if behind > limit:
-            oldest_ok = _minor_text(_index(apiserver) - limit)
+            oldest_ok = _minor_text(_index(newest) - limit)
             report.add_violation(
                 SkewFinding(
                     rule=too_old,
@@ -301,7 +305,7 @@ def _check_nodes(
                     state=state,
                     message=(
                         f"{when}: {component} {version} on {_nodes(nodes)} {verb} {behind} "
-                        f"{_plural(behind)} older than kube-apiserver {apiserver} (at most {limit} "
+                        f"{_plural(behind)} older than kube-apiserver {newest} (at most {limit} "
                         f"supported); upgrade {component} on those nodes to {oldest_ok} or newer "
                         f"first ({policy.cite(too_old)})"
                     ),

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import copy
 import json
+from decimal import Decimal
 from collections.abc import Mapping
 from typing import Any
 
@@ -69,12 +70,49 @@ def uses_strategic_merge(api_version: str, kind: str) -> bool:
 # --- the annotation ---------------------------------------------------------------------------
 
 
-def go_json(value: Any) -> str:
-    """JSON as Go's encoding/json.Encoder writes a map: sorted keys, compact, HTML-safe."""
-    text = json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+def go_float(number: float) -> str:
+    """A float64 as Go's encoding/json writes it: the shortest digits that read back, in plain
+    notation from 1e-6 up to 1e21 (`100.0` is `100`, `1e-05` is `0.00001`), else as an
+    exponent without a leading zero (`1e-07` is `1e-7`). Python's repr differs on all three,
+    which made kubectl and pitstop each see the other's annotation as a change."""
+    if number != number or number in (float("inf"), float("-inf")):
+        raise ValueError(f"{number!r} is not representable in JSON")
+    if number == 0:
+        return "-0" if str(number).startswith("-") else "0"
+    shortest = repr(number)
+    if 1e-6 <= abs(number) < 1e21:
+        text = format(Decimal(shortest), "f")
+        return text.rstrip("0").rstrip(".") if "." in text else text
+    mantissa, _, exponent = format(Decimal(shortest), "e").partition("e")
+    mantissa = mantissa.rstrip("0").rstrip(".") if "." in mantissa else mantissa
+    sign, digits = exponent[0], exponent[1:].lstrip("0") or "0"
+    return f"{mantissa}e{sign}{digits.zfill(2) if sign == '+' else digits}"
+
+
+def _go_string(text: str) -> str:
+    quoted = json.dumps(text, ensure_ascii=False)
     for char, escaped in (("<", "\\u003c"), (">", "\\u003e"), ("&", "\\u0026")):
-        text = text.replace(char, escaped)
-    return text.replace("\u2028", "\\u2028").replace("\u2029", "\\u2029")
+        quoted = quoted.replace(char, escaped)
+    return quoted.replace("\u2028", "\\u2028").replace("\u2029", "\\u2029")
+
+
+def go_json(value: Any) -> str:
+    """JSON as Go's encoding/json writes a decoded object: map keys sorted, compact,
+    HTML-safe, numbers as Go formats float64 (`go_float`)."""
+    if isinstance(value, dict):
+        items = sorted((str(k), v) for k, v in value.items())
+        return "{" + ",".join(f"{_go_string(k)}:{go_json(v)}" for k, v in items) + "}"
+    if isinstance(value, list | tuple):
+        return "[" + ",".join(go_json(v) for v in value) + "]"
+    if isinstance(value, str):
+        return _go_string(value)
+    if value is None or isinstance(value, bool):
+        return json.dumps(value)
+    if isinstance(value, int):
+        return str(value)
+    if isinstance(value, float):
+        return go_float(value)
+    raise TypeError(f"{type(value).__name__} is not JSON")
 
 
 def last_applied_of(obj: Mapping[str, Any]) -> str:

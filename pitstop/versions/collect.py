@@ -31,7 +31,15 @@ from pitstop.versions.components import (
     PackageSource,
     SshFactSource,
 )
-from pitstop.versions.detect import ClusterView, Found, detect_cluster, detect_nodes
+from pitstop.versions.detect import (
+    ClusterView,
+    Found,
+    detect_cluster,
+    detect_nodes,
+    images_of,
+    repository_matches,
+    split_image,
+)
 
 NOT_VALIDATED = "not validated"
 _UNITS = {
@@ -339,11 +347,7 @@ def _skew(found_by: Mapping[str, Found | None], current: Mapping[str, str], view
     # Every apiserver instance counts (kubeadm mirror pods); /version answers for one of them.
     apiservers = detect_cluster(ControlPlaneSource(source="control_plane", component="kube-apiserver"), view)
     kubelets = found_by.get("kubelet")
-    proxies = {
-        name_of(n): str(info["kubeProxyVersion"])
-        for n in view.nodes
-        if (info := (n.get("status") or {}).get("nodeInfo") or {}).get("kubeProxyVersion")
-    }
+    proxies = kube_proxy_versions(view)
     return Skew(
         apiserver=_versions_of(apiservers) or current.get("kubernetes"),
         controller_manager=_versions_of(found_by.get("kube-controller-manager")),
@@ -352,3 +356,34 @@ def _skew(found_by: Mapping[str, Found | None], current: Mapping[str, str], view
         kube_proxies=proxies,
         kubectl=current.get("kubectl"),
     )
+
+
+def _kube_proxy_tag(obj: dict[str, Any]) -> str | None:
+    for image in images_of(obj):
+        repository, tag = split_image(image)
+        if repository_matches(repository, "kube-proxy") and tag:
+            return tag
+    return None
+
+
+def kube_proxy_versions(view: ClusterView) -> dict[str, str]:
+    """Each node's kube-proxy version, from the image its kube-proxy pod runs, else from the
+    kube-system/kube-proxy DaemonSet's image for every node (a DaemonSet runs on all of them).
+    Never from `nodeInfo.kubeProxyVersion`: the kubelet fills that with its own version, and
+    from Kubernetes 1.33 leaves it empty (KEP-4004). No kube-proxy at all (a CNI that replaces
+    it, such as Cilium's) gives no versions, so its skew is not judged."""
+    by_pod = {
+        str(pod.get("spec", {}).get("nodeName")): tag
+        for pod in view.proxy_pods
+        if pod.get("spec", {}).get("nodeName") and (tag := _kube_proxy_tag(pod))
+    }
+    if by_pod:
+        return by_pod
+    for workload in view.workloads:
+        meta = workload.get("metadata") or {}
+        # List items carry no kind; kube-system/kube-proxy is the DaemonSet by every installer.
+        if (meta.get("namespace"), meta.get("name")) == ("kube-system", "kube-proxy"):
+            tag = _kube_proxy_tag(workload)
+            if tag:
+                return {name_of(n): tag for n in view.nodes}
+    return {}

@@ -39,6 +39,8 @@ class ClusterView:
     nodes: list[Obj]
     gpu_nodes: frozenset[str]
     control_plane_pods: list[Obj] = field(default_factory=list)
+    # kube-system's kube-proxy pods (label k8s-app=kube-proxy): each node's kube-proxy version.
+    proxy_pods: list[Obj] = field(default_factory=list)
     workloads: list[Obj] = field(default_factory=list)
     helm_releases: list[HelmRelease] = field(default_factory=list)
     facts: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)

@@ -17,7 +17,7 @@ from pitstop_sim.annotations import (
 from pitstop_sim.clock import rfc3339, rfc3339_micro
 from pitstop_sim.controllers.base import Controller
 from pitstop_sim.events import EventRecorder
-from pitstop_sim.models import NodeProfile, ProfileUpdate
+from pitstop_sim.models import NodeProfile, ProfileUpdate, node_info_kube_proxy_version
 from pitstop_sim.objects import new_uid, set_condition, untolerated
 from pitstop_sim.store import ObjectMissing, WatchEvent, clone
 
@@ -58,7 +58,7 @@ def apply_profile_to_node(node: Obj, profile: NodeProfile) -> Obj:
             "kernelVersion": profile.kernel_version,
             "osImage": profile.os_image,
             "kubeletVersion": profile.kubelet_version,
-            "kubeProxyVersion": profile.kubelet_version,
+            "kubeProxyVersion": node_info_kube_proxy_version(profile.kubelet_version),
             "containerRuntimeVersion": profile.container_runtime,
             "bootID": profile.boot_id,
         }

@@ -16,9 +16,12 @@ from pitstop.compat.skew import (
     KUBECTL_WITHIN,
     KUBELET_NOT_NEWER,
     KUBELET_TOO_OLD,
+    PROXY_NOT_NEWER,
+    PROXY_TOO_OLD,
     ClusterVersions,
     SkewPolicy,
     SkewReport,
+    check_state,
     check_upgrade,
 )
 
@@ -165,3 +168,28 @@ def test_any_kubelet_more_than_three_minors_behind_after_the_control_plane_fails
         cluster(f"v1.{apiserver}.0", kubelet), cluster(f"v1.{apiserver + 1}.0", kubelet), POLICY
     )
     assert any(v.rule == KUBELET_TOO_OLD and v.state == "before-nodes" for v in report.violations)
+
+
+def test_ha_apiservers_narrow_the_kubelet_window_from_both_ends_as_the_policys_example() -> None:
+    # kubernetes.io/releases/version-skew-policy, kubelet: "kube-apiserver instances are at
+    # 1.32 and 1.31 - kubelet is supported at 1.31, 1.30, and 1.29 (1.32 is not supported
+    # because that would be newer than the kube-apiserver instance at version 1.31)".
+    kubelets = {f"node-{minor}": f"v1.{minor}.0" for minor in (32, 31, 30, 29, 28)}
+    versions = ClusterVersions(apiservers=["v1.32.0", "v1.31.4"], kubelets=kubelets, kube_proxies=kubelets)
+    report = SkewReport()
+    check_state(versions, POLICY, "current", report)
+    by_rule = {(v.rule, v.component): v.message for v in report.violations}
+    assert set(by_rule) == {
+        (KUBELET_NOT_NEWER, "kubelet"),
+        (KUBELET_TOO_OLD, "kubelet"),
+        (PROXY_NOT_NEWER, "kube-proxy"),
+        (PROXY_TOO_OLD, "kube-proxy"),
+    }
+    assert (
+        "kubelet v1.32.0 on node-32 is newer than kube-apiserver v1.31.4"
+        in by_rule[(KUBELET_NOT_NEWER, "kubelet")]
+    )
+    assert by_rule[(KUBELET_TOO_OLD, "kubelet")].startswith(
+        "now: kubelet v1.28.0 on node-28 is 4 minor versions older than kube-apiserver v1.32.0 (at most 3"
+    )
+    assert "upgrade kubelet on those nodes to 1.29 or newer" in by_rule[(KUBELET_TOO_OLD, "kubelet")]

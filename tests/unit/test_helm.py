@@ -12,7 +12,9 @@ from pitstop.helm import (
     SECRET_TYPE,
     HelmRelease,
     HelmReleaseError,
+    decode_payload,
     decode_release,
+    encode_payload,
     encode_release,
     latest_releases,
 )
@@ -112,3 +114,32 @@ def test_latest_releases_prefers_the_newest_deployed_revision() -> None:
     ]
     latest = {(r.name, r.version, r.status) for r in latest_releases(secrets)}
     assert latest == {("gpu-operator", 2, "deployed"), ("kueue", 1, "pending-install")}
+
+
+def test_payloads_wrapped_by_hand_repair_are_read_as_helm_reads_them() -> None:
+    # Helm's decoder is Go's base64.StdEncoding, which skips CR and LF. A record repaired by
+    # hand (`kubectl get secret ... | base64 -d | base64 -d | gunzip`, edit, `gzip | base64`)
+    # is wrapped at 76 columns by coreutils' base64, and on Windows with CR LF.
+    payload = encode_payload(release(4, "deployed"))
+    for newline in ("\n", "\r\n"):
+        wrapped = newline.join(payload[i : i + 76] for i in range(0, len(payload), 76)) + newline
+        secret = encode_release(release(4, "deployed"))
+        secret["data"]["release"] = base64.b64encode(wrapped.encode()).decode()
+        decoded = decode_release(secret)
+        assert (decoded.name, decoded.version, decoded.chart_version) == ("gpu-operator", 4, "v24.4.0")
+    # Anything else outside the alphabet stays an error, as in Go.
+    with pytest.raises(HelmReleaseError, match="is not base64"):
+        decode_payload(payload[:40] + " " + payload[40:])
+
+
+def test_one_unreadable_release_is_reported_without_hiding_the_others() -> None:
+    broken = encode_release(release(1, "deployed", name="broken"))
+    broken["data"]["release"] = base64.b64encode(b"H4sI-not-a-payload").decode()
+    secrets = [encode_release(release(2, "deployed")), broken]
+    unreadable: list[str] = []
+    assert [(r.name, r.version) for r in latest_releases(secrets, unreadable)] == [("gpu-operator", 2)]
+    [reason] = unreadable
+    # fmt: off
+    assert reason.startswith(
+        "secret gpu-operator/sh.helm.release.v1.broken.v1: release payload is not base64"
+    )

@@ -400,9 +400,19 @@ def test_support_source_cites_the_vendor_matrix_and_says_why_not() -> None:
     assert summary.endswith("; not supported by the vendor matrix: gpu-operator")
 
 
+def proxy_pod(node_name: str, version: str) -> Obj:
+    image = f"registry.k8s.io/kube-proxy:{version}"
+    labels = {"k8s-app": "kube-proxy"}
+    return {
+        "metadata": {"name": f"kube-proxy-{node_name}", "namespace": "kube-system", "labels": labels},
+        "spec": {"nodeName": node_name, "containers": [{"name": "kube-proxy", "image": image}]},
+    }
+
+
 def test_skew_lists_the_control_plane_and_every_kubelet() -> None:
     view = platform_view(
         nodes=[node("cp-001", gpu=False, kubelet="v1.30.6"), node("gpu-node-001", kubelet="v1.29.10")],
+        proxy_pods=[proxy_pod("cp-001", "v1.30.6"), proxy_pod("gpu-node-001", "v1.29.10")],
     )
     inv = inventory(view)
     assert inv.skew.model_dump() == {
@@ -414,6 +424,24 @@ def test_skew_lists_the_control_plane_and_every_kubelet() -> None:
         "kubectl": "v1.30.6",
     }
     assert inv.current["kubelet"] == "v1.29.10"
+
+
+def test_kube_proxy_versions_come_from_its_images_never_from_node_info() -> None:
+    # nodeInfo.kubeProxyVersion is the kubelet's own version (and empty from 1.33, KEP-4004):
+    # a node whose kubelet was upgraded while kube-proxy's image was not reads wrong there.
+    nodes = [node("cp-001", gpu=False, kubelet="v1.31.2"), node("gpu-node-001", kubelet="v1.31.2")]
+    nodes[1]["status"]["nodeInfo"]["kubeProxyVersion"] = ""
+    pods = [proxy_pod("cp-001", "v1.31.2"), proxy_pod("gpu-node-001", "v1.30.6")]
+    assert inventory(platform_view(nodes=nodes, proxy_pods=pods)).skew.kube_proxies == {
+        "cp-001": "v1.31.2",
+        "gpu-node-001": "v1.30.6",
+    }
+    # Pods not readable: the DaemonSet's image, for every node it runs on.
+    daemonset = workload("DaemonSet", "kube-system", "kube-proxy", "registry.k8s.io/kube-proxy:v1.30.6")
+    view = platform_view(nodes=nodes, workloads=[*PLATFORM_IMAGES, daemonset])
+    assert inventory(view).skew.kube_proxies == {"cp-001": "v1.30.6", "gpu-node-001": "v1.30.6"}
+    # No kube-proxy at all (replaced by the CNI): nothing to judge, whatever nodeInfo says.
+    assert inventory(platform_view(nodes=nodes)).skew.kube_proxies == {}
 
 
 def test_an_ha_control_plane_mid_upgrade_reports_every_version_oldest_first() -> None:

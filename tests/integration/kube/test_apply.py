@@ -8,10 +8,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 from temporalio.exceptions import ApplicationError
 
 from activities.kube.apply import apply
 from activities.kube.client import Kube, api_client
+from pitstop.kube.apply import LAST_APPLIED, last_applied_of
 from pitstop.runbook.inventory import ClusterConfig
 from pitstop_sim import SimCluster
 from tests.integration.kube.conftest import ModuleRunner, StartSim
@@ -249,3 +251,35 @@ def test_bad_manifests_and_arguments_are_explained(
         assert (error.value.type, error.value.message[: len(message)]) == ("InvalidArgs", message)
     # Kinds are resolved before anything is written: the valid first document was not applied.
     assert kube(sim).get_or_none("/api/v1/namespaces/default/configmaps/ok") is None
+
+
+def test_numbers_in_the_annotation_are_written_as_kubectl_writes_them(
+    start_sim: StartSim,
+    module_runner: ModuleRunner,
+    kubectl_for: Callable[[SimCluster], Kubectl],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # kubectl (Go) writes float64 100.0 as `100`, 1e-05 as `0.00001` and 1e-07 as `1e-7`;
+    # Python's repr wrote `100.0`, `1e-05`, `1e-07`, so each tool saw the other's apply as a change.
+    sim = start_sim(CLUSTER)
+    kubectl = kubectl_for(sim)
+    monkeypatch.setenv("PITSTOP_RUNBOOK_DIR", str(tmp_path))
+    numbers = "spec: {ratio: 100.0, small: 0.00001, tiny: 1.0e-7, big: 1.5e+17, half: 0.5, count: 3}"
+    widget = WIDGETS.replace("spec: {size: 3, tags: [a, b]}", numbers)
+    crd_and_namespace = widget.split("---\n", 1)[1]
+    write(
+        tmp_path / "manifests", {"a-crd.yaml": crd_and_namespace, "b-widget.yaml": widget.split("---\n")[0]}
+    )
+    module_runner(apply, sim, {"src": "manifests/a-crd.yaml"})
+    kubectl("apply", "-f", str(tmp_path / "manifests" / "b-widget.yaml"))
+    path = "/apis/example.com/v1/namespaces/team/widgets/w1"
+    by_kubectl = kube(sim).get(path)["metadata"]["annotations"][LAST_APPLIED]
+    for written in ('"ratio":100,', '"small":0.00001', '"tiny":1e-7', '"big":150000000000000000,'):
+        assert written in by_kubectl, by_kubectl
+
+    again = module_runner(apply, sim, {"src": "manifests/b-widget.yaml"})
+    assert (again.changed, actions(again)) == (False, {"Widget/w1": "unchanged"})
+    assert kube(sim).get(path)["metadata"]["annotations"][LAST_APPLIED] == by_kubectl
+    manifest = yaml.safe_load(widget.split("---\n", 1)[0])
+    assert last_applied_of(manifest) == by_kubectl
