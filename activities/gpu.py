@@ -16,9 +16,10 @@ from activities.kube.job import run_job
 from activities.module_activity import module_activity
 from pitstop.baseline import Threshold, compare
 from pitstop.contracts import ModuleCall, ModuleResult
-from pitstop.gpu.cuda import CudaParseError, parse_device_query, parse_p2p
+from pitstop.gpu.cuda import CudaParseError, p2p_devices, parse_device_query, parse_p2p
 from pitstop.gpu.dcgm import DiagParseError, parse_dcgm_diag
-from pitstop.gpu.nccl import NcclParseError, parse_nccl
+from pitstop.gpu.nccl import NcclParseError, nccl_check_problems, parse_nccl
+from pitstop.gpu.thresholds import p2p_floor
 from pitstop.module_args.gpu import (
     CUDA_CHECK,
     DCGM_DIAG,
@@ -103,12 +104,15 @@ def nccl_test(call: ModuleCall, args: NcclTestArgs) -> ModuleResult:
         "avg_busbw_gbps": busbw,
         "peak_busbw_gbps": result.peak_busbw_gbps,
         "wrong": result.wrong_total,
+        "max_error": result.max_error,
+        "out_of_bounds": result.out_of_bounds,
+        "check_column": result.check_column,
+        "tests_version": result.tests_version,
     }
     problems: list[str] = []
     if job.failed:
         problems.append(f"the Job failed ({job.msg})")
-    if result.wrong_total:
-        problems.append(f"{result.wrong_total} wrong results (data corruption)")
+    problems += nccl_check_problems(result)
     if args.min_busbw_gbps is not None and busbw < args.min_busbw_gbps:
         problems.append(f"avg bus bandwidth {busbw:g} GB/s is below the minimum {args.min_busbw_gbps:g} GB/s")
     if args.baseline_product and args.baseline_pool:
@@ -158,6 +162,7 @@ def cuda_check(call: ModuleCall, args: CudaCheckArgs) -> ModuleResult:
 
 @module_activity(P2P_CHECK)
 def p2p_check(call: ModuleCall, args: P2PCheckArgs) -> ModuleResult:
+    store = store_dir(args.baseline_store, call)  # the worker policy first, before any Job
     if (skipped := _checked(call, "p2pBandwidthLatencyTest")) is not None:
         return skipped
     job = _job(call, args, "p2p", args.image, ["/cuda-samples/p2pBandwidthLatencyTest"])
@@ -169,14 +174,56 @@ def p2p_check(call: ModuleCall, args: P2PCheckArgs) -> ModuleResult:
         (m for m in matrices if "P2P=Enabled" in m.title and "Unidirectional" in m.title), matrices[0]
     )
     slowest = writes.min_peer()
-    data = {**job.data, "min_peer_gbps": slowest, "gpus": writes.gpus}
-    if slowest < args.min_peer_gbps:
+    devices = p2p_devices(job.stdout or "")
+    product = p2p_floor(devices)
+    floor, judged_by = args.min_peer_gbps, "the task's min_peer_gbps"
+    if floor is None and product is not None:
+        floor = product.min_unidirectional_gbps
+        judged_by = f"the floor measured for {product.product}, {product.topology} ({product.source})"
+    data: dict[str, Any] = {
+        **job.data,
+        "min_peer_gbps": slowest,
+        "gpus": writes.gpus,
+        "devices": sorted(set(devices)),
+        "floor_gbps": floor,
+        "floor_from": judged_by if floor is not None else None,
+    }
+    problems: list[str] = []
+    if job.failed:
+        problems.append(f"the Job failed ({job.msg})")
+    if floor is not None and slowest < floor:
+        problems.append(f"slowest GPU pair {slowest:g} GB/s is below {floor:g} GB/s, {judged_by}")
+    judged = floor is not None
+    if args.baseline_product and args.baseline_pool:
+        baseline = load_baseline(store, args.baseline_product, args.baseline_pool)
+        judged = judged or "p2p_min_peer_gbps" in baseline.metrics
+        if "p2p_min_peer_gbps" in baseline.metrics:
+            [dev] = compare(
+                baseline,
+                {"p2p_min_peer_gbps": slowest},
+                {"p2p_min_peer_gbps": Threshold(max_deviation_pct=args.max_deviation_pct)},
+            )
+            data["baseline"] = dev.model_dump()
+            if not dev.ok:
+                problems.append(dev.describe())
+    if problems:
+        return ModuleResult(failed=True, msg="p2p: " + "; ".join(problems), data=data)
+    if not judged:
+        hardware = ", ".join(sorted(set(devices))) or "GPUs the output does not name"
         return ModuleResult(
-            failed=True,
-            msg=f"p2p: slowest GPU pair {slowest:g} GB/s is below the minimum {args.min_peer_gbps:g} GB/s",
+            msg=(
+                f"p2p: slowest GPU pair {slowest:g} GB/s, not judged: no floor is known for {len(devices)} x "
+                f"{hardware}; give min_peer_gbps or a baseline (baseline_product/baseline_pool with a "
+                "p2p_min_peer_gbps metric)"
+            ),
             data=data,
         )
-    return ModuleResult(msg=f"p2p: slowest GPU pair {slowest:g} GB/s", data=data)
+    return ModuleResult(
+        msg=f"p2p: slowest GPU pair {slowest:g} GB/s (floor {floor:g})"
+        if floor is not None
+        else f"p2p: slowest GPU pair {slowest:g} GB/s, within its baseline",
+        data=data,
+    )
 
 
 GPU_ACTIVITIES = [dcgm_diag, nccl_test, cuda_check, p2p_check]

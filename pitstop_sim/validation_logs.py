@@ -64,6 +64,20 @@ def _command(pod: Obj) -> list[str]:
     return [str(a) for a in (containers[0].get("command") or []) + (containers[0].get("args") or [])]
 
 
+def _image_tag(pod: Obj) -> str:
+    containers = (pod.get("spec") or {}).get("containers") or [{}]
+    image = str(containers[0].get("image") or "").split("@", 1)[0]
+    _, sep, tag = image.rpartition(":")
+    return tag if sep and "/" not in tag else ""
+
+
+def _tool_version(pod: Obj, default: str) -> str:
+    """The tool's version from the image the Job runs, as on a real node: the output of
+    `dcgm:4.2.3-1-ubuntu22.04` is DCGM 4's, of `nccl-tests:2.11.0` the old table's."""
+    tag = _image_tag(pod).lstrip("v")
+    return tag if tag[:1].isdigit() else default
+
+
 def _level(pod: Obj) -> int:
     command = _command(pod)
     for flag in ("-r", "--run"):
@@ -79,14 +93,16 @@ def dcgm(kind: str, profile: NodeProfile, pod: Obj) -> ValidationOutcome:
     failing = list(profile.health.dcgm_failures)
     if profile.health.fails(kind):
         failing.append("Diagnostic")
-    text = emit.dcgm_diag_json(_level(pod), profile.gpus, failing)
+    text = emit.dcgm_diag_json(_level(pod), profile.gpus, failing, version=_tool_version(pod, "3.3.7"))
     failed = any('"status": "Fail"' in line for line in text.splitlines())
     return ValidationOutcome(succeeded=not failed, log=text)
 
 
 def nccl(kind: str, profile: NodeProfile, pod: Obj) -> ValidationOutcome:
     busbw = 0.0 if profile.health.fails(kind) else profile.health.nccl_busbw_gbps
-    log = emit.nccl_all_reduce(profile.name, profile.gpu_product, profile.gpus, busbw)
+    version = _tool_version(pod, "2.13.10")
+    name = emit.device_name(profile.gpu_product)
+    log = emit.nccl_all_reduce(profile.name, name, profile.gpus, busbw, version=version)
     if profile.health.fails(kind):
         log += f"{profile.name}: Test NCCL failure common.cu:1005 'unhandled system error'\n"
     return ValidationOutcome(succeeded=not profile.health.fails(kind), log=log)
@@ -94,14 +110,14 @@ def nccl(kind: str, profile: NodeProfile, pod: Obj) -> ValidationOutcome:
 
 def cuda(kind: str, profile: NodeProfile, pod: Obj) -> ValidationOutcome:
     visible = 0 if profile.health.fails(kind) else profile.gpus
-    log = emit.device_query(profile.gpu_product, visible)
+    log = emit.device_query(emit.device_name(profile.gpu_product), visible)
     return ValidationOutcome(succeeded=visible > 0, log=log)
 
 
 def p2p(kind: str, profile: NodeProfile, pod: Obj) -> ValidationOutcome:
     # NVLink peer bandwidth follows the node's NCCL figure: a degraded fabric shows in both.
     peer = profile.health.nccl_busbw_gbps
-    log = emit.p2p_bandwidth(profile.gpus, peer)
+    log = emit.p2p_bandwidth(profile.gpus, peer, product=emit.device_name(profile.gpu_product))
     return ValidationOutcome(succeeded=not profile.health.fails(kind), log=log)
 
 

@@ -54,6 +54,14 @@ class P2PMatrix(BaseModel):
         return min(peers) if peers else 0.0
 
 
+_P2P_DEVICE = re.compile(r"^Device: \d+, (.+?), pciBusID", re.M)
+
+
+def p2p_devices(text: str) -> list[str]:
+    """The GPUs p2pBandwidthLatencyTest lists (`Device: 0, NVIDIA A100-SXM4-80GB, pciBusID: 7`)."""
+    return _P2P_DEVICE.findall(text)
+
+
 _MATRIX_TITLE = re.compile(
     r"^(Unidirectional|Bidirectional) P2P=(Enabled|Disabled) Bandwidth.*Matrix.*$", re.M
 )

@@ -1,9 +1,20 @@
-"""`dcgmi diag -r <level> -j` output: which tests ran, which failed, and why (DCGM_FR_*).
+"""`dcgmi diag -r <level> -j` output: which tests ran, which failed, and why (DCGM_FR_*), in the
+JSON of every DCGM major version (NVIDIA/DCGM `dcgmi/Diag.cpp`, `nvvs/include/NvvsJsonStrings.h`):
 
-DCGM 3.x prints `{"DCGM GPU Diagnostic": {"test_categories": [...]}}`; 4.x renames the
-top key to "DCGM Diagnostic". Each test has `results`, one per GPU (`gpu_id`/`gpu_ids`),
-with a `status` (Pass, Fail, Warn, Skip, Not Run) and `warnings`, each carrying the
-`error_id` of DCGM's dcgmError_t enum and a human message.
+- 2.x: `{"DCGM GPU Diagnostic": {"test_categories": [...]}}`; a result names its GPU in
+  `gpu_ids` (a string) and its failure in `warnings`, a plain string; no version.
+- 3.x: the same top key; `gpu_id`; `warnings` is a list of objects with `warning` (the text),
+  `error_id` (dcgmError_t), category and severity, except the software tests' entries, whose
+  text dcgmi writes under `warnings` again; the DCGM version and driver are at the document's
+  root (`version`, `Driver Version Detected`).
+- 4.x: `{"DCGM Diagnostic": {...}, "entity_groups": [...], "metadata": {"version": ...}}`; a
+  result names its entity (`entity_group` "GPU", `entity_id`), each test has a `test_summary`
+  whose status and errors stand even when no entity's result failed.
+- Any version that could not run writes `{<top key>: {"version": ..., "runtime_error": ...}}`.
+
+dcgmi prints Pass, Skip or Fail in JSON: a warning-level result is "Fail" there (only the
+text view can show Warn), so Fail is a failure whatever its severity; a "Warn" is still read as
+a warning, should some build print it.
 """
 
 from __future__ import annotations
@@ -13,36 +24,9 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
-# dcgmError_t from dcgm_errors.h (DCGM 3.x/4.x; "new error codes must be added to the end").
-DCGM_FR_NAMES: dict[int, str] = {
-    i: f"DCGM_FR_{name}"
-    for i, name in enumerate(
-        """OK UNKNOWN UNRECOGNIZED PCI_REPLAY_RATE VOLATILE_DBE_DETECTED VOLATILE_SBE_DETECTED
-        PENDING_PAGE_RETIREMENTS RETIRED_PAGES_LIMIT RETIRED_PAGES_DBE_LIMIT CORRUPT_INFOROM
-        CLOCK_THROTTLE_THERMAL POWER_UNREADABLE CLOCK_THROTTLE_POWER NVLINK_ERROR_THRESHOLD
-        NVLINK_DOWN NVSWITCH_FATAL_ERROR NVSWITCH_NON_FATAL_ERROR NVSWITCH_DOWN NO_ACCESS_TO_FILE
-        NVML_API DEVICE_COUNT_MISMATCH BAD_PARAMETER CANNOT_OPEN_LIB DENYLISTED_DRIVER NVML_LIB_BAD
-        GRAPHICS_PROCESSES HOSTENGINE_CONN FIELD_QUERY BAD_CUDA_ENV PERSISTENCE_MODE LOW_BANDWIDTH
-        HIGH_LATENCY CANNOT_GET_FIELD_TAG FIELD_VIOLATION FIELD_THRESHOLD FIELD_VIOLATION_DBL
-        FIELD_THRESHOLD_DBL UNSUPPORTED_FIELD_TYPE FIELD_THRESHOLD_TS FIELD_THRESHOLD_TS_DBL
-        THERMAL_VIOLATIONS THERMAL_VIOLATIONS_TS TEMP_VIOLATION THROTTLING_VIOLATION INTERNAL
-        PCIE_GENERATION PCIE_WIDTH ABORTED TEST_DISABLED CANNOT_GET_STAT STRESS_LEVEL CUDA_API
-        FAULTY_MEMORY CANNOT_SET_WATCHES CUDA_UNBOUND ECC_DISABLED MEMORY_ALLOC CUDA_DBE
-        MEMORY_MISMATCH CUDA_DEVICE ECC_UNSUPPORTED ECC_PENDING MEMORY_BANDWIDTH TARGET_POWER
-        API_FAIL API_FAIL_GPU CUDA_CONTEXT DCGM_API CONCURRENT_GPUS TOO_MANY_ERRORS
-        NVLINK_CRC_ERROR_THRESHOLD NVLINK_ERROR_CRITICAL ENFORCED_POWER_LIMIT MEMORY_ALLOC_HOST
-        GPU_OP_MODE NO_MEMORY_CLOCKS NO_GRAPHICS_CLOCKS HAD_TO_RESTORE_STATE L1TAG_UNSUPPORTED
-        L1TAG_MISCOMPARE ROW_REMAP_FAILURE UNCONTAINED_ERROR EMPTY_GPU_LIST
-        DBE_PENDING_PAGE_RETIREMENTS UNCORRECTABLE_ROW_REMAP PENDING_ROW_REMAP
-        BROKEN_P2P_MEMORY_DEVICE BROKEN_P2P_WRITER_DEVICE NVSWITCH_NVLINK_DOWN
-        EUD_BINARY_PERMISSIONS EUD_NON_ROOT_USER EUD_SPAWN_FAILURE EUD_TIMEOUT EUD_ZOMBIE
-        EUD_NON_ZERO_EXIT_CODE EUD_TEST_FAILED FILE_CREATE_PERMISSIONS PAUSE_RESUME_FAILED
-        PCIE_H_REPLAY_VIOLATION GPU_EXPECTED_NVLINKS_UP NVSWITCH_EXPECTED_NVLINKS_UP XID_ERROR
-        SBE_VIOLATION DBE_VIOLATION PCIE_REPLAY_VIOLATION SBE_THRESHOLD_VIOLATION
-        DBE_THRESHOLD_VIOLATION PCIE_REPLAY_THRESHOLD_VIOLATION CUDA_FM_NOT_INITIALIZED
-        SXID_ERROR""".split()  # noqa: SIM905 - one name per enum value, in order, reads like the header
-    )
-}
+from pitstop.gpu.dcgm_errors import DCGM_ERRORS
+
+DCGM_FR_NAMES: dict[int, str] = {code: name for code, (name, _) in DCGM_ERRORS.items()}
 DCGM_FR_CODES = {name: code for code, name in DCGM_FR_NAMES.items()}
 
 FAILING = {"fail"}
@@ -55,7 +39,7 @@ class DiagParseError(ValueError):
 class DiagFinding(BaseModel):
     category: str
     test: str
-    gpu: str | None = None
+    gpu: str | None = None  # the GPU index, or "<group> <id>" for another entity (4.x)
     status: str
     reason: str | None = Field(default=None, description="DCGM_FR_* name of the error_id.")
     error_id: int | None = None
@@ -68,8 +52,12 @@ class DiagReport(BaseModel):
     tests_run: int
     failures: list[DiagFinding]
     warnings: list[DiagFinding]
+    # Why the diagnostic could not run at all (dcgmi's `runtime_error`), empty when it ran.
+    runtime_error: str = ""
 
     def summary(self) -> str:
+        if self.runtime_error:
+            return f"DCGM diag could not run: {self.runtime_error}"
         if self.passed:
             return f"DCGM diag passed ({self.tests_run} test results)"
         first = self.failures[0]
@@ -80,22 +68,83 @@ class DiagReport(BaseModel):
         )
 
 
+def reason_name(code: int) -> str:
+    """The DCGM_FR_* name of an error code; a code newer than this table by number."""
+    known = DCGM_ERRORS.get(code)
+    return known[0] if known else f"DCGM_FR_{code} (an error code newer than DCGM 4.6)"
+
+
 def _root(doc: dict[str, Any]) -> dict[str, Any]:
     for key in ("DCGM GPU Diagnostic", "DCGM Diagnostic"):
         if isinstance(doc.get(key), dict):
             return dict(doc[key])
-    raise DiagParseError("no 'DCGM GPU Diagnostic' or 'DCGM Diagnostic' object in the output")
+    raise DiagParseError(
+        "no 'DCGM GPU Diagnostic' or 'DCGM Diagnostic' object in the output; its keys: "
+        + (", ".join(repr(k) for k in list(doc)[:5]) or "none")
+    )
+
+
+def _version(doc: dict[str, Any], root: dict[str, Any]) -> str | None:
+    metadata = doc.get("metadata")
+    for where in (metadata if isinstance(metadata, dict) else {}, doc, root):
+        value = where.get("version")
+        if isinstance(value, str) and value.strip():
+            return value.strip()
+    return None
+
+
+def _text(value: Any) -> str:
+    if isinstance(value, list):
+        return " ".join(_text(v) for v in value)
+    return " ".join(str(value or "").split())
 
 
 def _warnings(result: dict[str, Any]) -> list[tuple[int | None, str]]:
+    found = result.get("warnings")
+    if isinstance(found, str):  # DCGM 2.x: the message itself
+        return [(None, _text(found))] if found.strip() else []
     out: list[tuple[int | None, str]] = []
-    for warning in result.get("warnings") or []:
+    for warning in found or []:
         if isinstance(warning, dict):
             code = warning.get("error_id")
-            out.append((int(code) if code is not None else None, str(warning.get("warning", ""))))
-        else:  # DCGM 2.x: plain strings
-            out.append((None, str(warning)))
+            # 3.x writes the software tests' text under "warnings" instead of "warning".
+            text = warning.get("warning", warning.get("warnings", ""))
+            out.append((int(code) if code is not None else None, _text(text)))
+        else:
+            out.append((None, _text(warning)))
     return out
+
+
+def _entity(result: dict[str, Any]) -> str | None:
+    for key in ("gpu_id", "gpu_ids"):
+        if result.get(key) is not None:
+            return str(result[key])
+    if result.get("entity_id") is None:
+        return None
+    group = str(result.get("entity_group", "GPU"))
+    return str(result["entity_id"]) if group == "GPU" else f"{group} {result['entity_id']}"
+
+
+def _objects(value: Any) -> list[dict[str, Any]]:
+    return [v for v in value if isinstance(v, dict)] if isinstance(value, list) else []
+
+
+def _findings(category: str, test: str, result: dict[str, Any]) -> list[DiagFinding]:
+    status = str(result.get("status", "")).strip()
+    gpu = _entity(result)
+    found = _warnings(result) or [(None, _text(result.get("info", "")))]
+    return [
+        DiagFinding(
+            category=category,
+            test=test,
+            gpu=gpu,
+            status=status,
+            reason=reason_name(code) if code is not None else None,
+            error_id=code,
+            message=message,
+        )
+        for code, message in found
+    ]
 
 
 def parse_dcgm_diag(text: str) -> DiagReport:
@@ -107,37 +156,42 @@ def parse_dcgm_diag(text: str) -> DiagReport:
         doc = json.loads(text[start : end + 1])
     except json.JSONDecodeError as exc:
         raise DiagParseError(f"DCGM output is not valid JSON: {exc}") from None
+    if not isinstance(doc, dict):
+        raise DiagParseError(f"DCGM output is a JSON {type(doc).__name__}, not an object")
     root = _root(doc)
+    version = _version(doc, root)
+    runtime_error = _text(root.get("runtime_error", ""))
     failures: list[DiagFinding] = []
     warnings: list[DiagFinding] = []
     runs = 0
-    for category in root.get("test_categories") or []:
+    # nvvs itself writes `null` between tests; skip anything that is not an object.
+    for category in _objects(root.get("test_categories")):
         cat_name = str(category.get("category", "?"))
-        for test in category.get("tests") or []:
-            for result in test.get("results") or []:
+        for test in _objects(category.get("tests")):
+            name = str(test.get("name", "?"))
+            failed_before = len(failures)
+            for result in _objects(test.get("results")):
                 runs += 1
-                status = str(result.get("status", "")).strip()
-                gpu = result.get("gpu_id", result.get("gpu_ids"))
-                found = _warnings(result) or [(None, str(result.get("info", "") or ""))]
-                for code, message in found:
-                    finding = DiagFinding(
-                        category=cat_name,
-                        test=str(test.get("name", "?")),
-                        gpu=str(gpu) if gpu is not None else None,
-                        status=status,
-                        reason=DCGM_FR_NAMES.get(code, f"DCGM_FR_{code}") if code is not None else None,
-                        error_id=code,
-                        message=" ".join(message.split()),
-                    )
-                    if status.lower() in FAILING:
-                        failures.append(finding)
-                    elif status.lower() == "warn":
-                        warnings.append(finding)
+                status = str(result.get("status", "")).strip().lower()
+                if status in FAILING:
+                    failures += _findings(cat_name, name, result)
+                elif status == "warn":
+                    warnings += _findings(cat_name, name, result)
+            # 4.x: a test can fail as a whole (its summary) with no entity's result failing.
+            summary = next(iter(_objects([test.get("test_summary")])), {})
+            summary_failed = str(summary.get("status", "")).strip().lower() in FAILING
+            if summary_failed and len(failures) == failed_before:
+                failures += _findings(cat_name, name, summary)
+    if runtime_error:
+        return DiagReport(
+            passed=False, version=version, tests_run=runs, failures=failures, warnings=warnings,
+            runtime_error=runtime_error,
+        )  # fmt: skip
     if runs == 0:
         raise DiagParseError("DCGM output lists no test results")
     return DiagReport(
         passed=not failures,
-        version=str(root["version"]) if "version" in root else None,
+        version=version,
         tests_run=runs,
         failures=failures,
         warnings=warnings,

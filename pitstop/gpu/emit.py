@@ -8,6 +8,7 @@ simulator exactly what they parse on a real node (and tests can round-trip them)
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 
 from pitstop.gpu.dcgm import DCGM_FR_CODES
@@ -62,61 +63,182 @@ def _matches(test: str, failing: list[str]) -> bool:
     return test.lower() in names or test.lower().replace("gpu ", "") in names
 
 
-def dcgm_diag_json(level: int, gpus: int, failing: list[str], version: str = "3.3.7") -> str:
-    """`dcgmi diag -r <level> -j` output; tests named in `failing` fail on GPU 0."""
-    categories: dict[str, list[dict[str, Any]]] = {}
-    for lvl in range(1, max(1, min(level, 4)) + 1):
-        for category, test in DCGM_LEVEL_TESTS[lvl]:
-            per_gpu = category != "Deployment"
-            results: list[dict[str, Any]] = []
-            for gpu in range(max(1, gpus)) if per_gpu else [None]:
-                result: dict[str, Any] = {"status": "Pass"}
-                if gpu is not None:
-                    result = {"gpu_id": str(gpu), "status": "Pass"}
-                if _matches(test, failing) and gpu in (0, None):
-                    reason, template = DCGM_FAILURE.get(
-                        test, ("DCGM_FR_INTERNAL", "Internal error on GPU {gpu}")
-                    )
-                    result["status"] = "Fail"
-                    result["warnings"] = [
-                        {
-                            "error_category": 10,
-                            "error_id": DCGM_FR_CODES[reason],
-                            "error_severity": 2,
-                            "warning": template.format(n=3, gpu=gpu or 0),
-                        }
-                    ]
-                results.append(result)
-            categories.setdefault(category, []).append({"name": test, "results": results})
-    doc = {
-        "DCGM GPU Diagnostic": {
-            "test_categories": [{"category": c, "tests": t} for c, t in categories.items()],
-            "version": version,
-        }
+def _dcgm_warning(test: str, gpu: int, *, text_key: str = "warning") -> dict[str, Any]:
+    reason, template = DCGM_FAILURE.get(test, ("DCGM_FR_INTERNAL", "Internal error on GPU {gpu}"))
+    return {
+        "error_category": 10,
+        "error_id": DCGM_FR_CODES[reason],
+        "error_severity": 2,
+        text_key: template.format(n=3, gpu=gpu),
     }
+
+
+def _dcgm_tests(level: int) -> list[tuple[str, str]]:
+    return [t for lvl in range(1, max(1, min(level, 4)) + 1) for t in DCGM_LEVEL_TESTS[lvl]]
+
+
+def dcgm_diag_json(
+    level: int, gpus: int, failing: list[str], version: str = "3.3.7", driver: str = "550.90.07"
+) -> str:
+    """`dcgmi diag -r <level> -j` output of DCGM `version`; tests named in `failing` fail on
+    GPU 0. Laid out as that version's dcgmi writes it (NVIDIA/DCGM dcgmi/Diag.cpp; compared
+    with real outputs in tests/fixtures/real/dcgm): 2.x `gpu_ids` and a plain-string
+    `warnings`, no version; 3.x `gpu_id`, warning objects, the version at the document's root;
+    4.x "DCGM Diagnostic", entities, `test_summary`, `entity_groups` and `metadata`. A result
+    is Pass, Skip or Fail: dcgmi's JSON never says Warn."""
+    major = (_tool_version(version) or (3,))[0]
+    n = max(1, gpus)
+    categories: dict[str, list[dict[str, Any]]] = {}
+    for category, test in _dcgm_tests(level):
+        per_gpu = category != "Deployment"
+        fails = _matches(test, failing)
+        results: list[dict[str, Any]] = []
+        for gpu in range(n) if per_gpu else [0]:
+            failed = fails and gpu == 0
+            if major >= 4:
+                result: dict[str, Any] = {"entity_group": "GPU", "entity_group_id": 1, "entity_id": gpu}
+                result["status"] = "Fail" if failed else "Pass"
+                if failed:
+                    result["warnings"] = [_dcgm_warning(test, gpu)]
+            elif major == 3:
+                result = {"gpu_id": str(gpu)} if per_gpu else {}
+                result["status"] = "Fail" if failed else "Pass"
+                if failed:
+                    # dcgmi 3.x writes a software test's message under "warnings" (Diag.cpp).
+                    result["warnings"] = [
+                        _dcgm_warning(test, gpu, text_key="warning" if per_gpu else "warnings")
+                    ]
+            else:
+                result = {"gpu_ids": str(gpu) if per_gpu else ",".join(str(g) for g in range(n))}
+                result["status"] = "Fail" if failed else "Pass"
+                if failed:
+                    result["warnings"] = _dcgm_warning(test, gpu)["warning"]
+            results.append(result)
+        entry: dict[str, Any] = {"name": test, "results": results}
+        if major >= 4:
+            entry["test_summary"] = {"status": "Fail" if fails else "Pass"}
+        categories.setdefault(category, []).append(entry)
+    body = {"test_categories": [{"category": c, "tests": t} for c, t in categories.items()]}
+    doc: dict[str, Any]
+    if major >= 4:
+        doc = {
+            "DCGM Diagnostic": body,
+            "entity_groups": [
+                {
+                    "entities": [
+                        {"device_id": "2330", "entity_id": g, "serial_num": f"165232{g:07d}"}
+                        for g in range(n)
+                    ],
+                    "entity_group": "GPU",
+                    "entity_group_id": 1,
+                }
+            ],
+            "metadata": {"Driver Version Detected": driver, "version": version.split("-")[0]},
+        }
+    elif major == 3:
+        doc = {
+            "DCGM GPU Diagnostic": body,
+            "Driver Version Detected": driver,
+            "GPU Device IDs": ["2330"] * n,
+            "GPU Device Serials": {str(g): f"165232{g:07d}" for g in range(n)},
+            "version": version.split("-")[0],
+        }
+    else:
+        doc = {"DCGM GPU Diagnostic": body}
     return "Successfully ran diagnostic for group.\n" + json.dumps(doc, indent="\t") + "\n"
 
 
-def nccl_all_reduce(node: str, product: str, gpus: int, busbw_gbps: float) -> str:
-    """`all_reduce_perf -b 64M -e 4G -f 4 -g <gpus>` output averaging `busbw_gbps`."""
+# Device names as the driver reports them (nvidia-smi, deviceQuery, nccl-tests, p2p test), for
+# GPU Feature Discovery's `nvidia.com/gpu.product` label, which is the name with spaces made
+# dashes: the label alone cannot tell which dashes were spaces.
+DEVICE_NAMES = {
+    name.replace(" ", "-"): name
+    for name in (
+        "NVIDIA A100-SXM4-80GB",
+        "NVIDIA A100-SXM4-40GB",
+        "NVIDIA A100 80GB PCIe",
+        "NVIDIA H100 80GB HBM3",
+        "NVIDIA H100 PCIe",
+        "NVIDIA H200",
+        "NVIDIA B200",
+        "NVIDIA GH200 120GB",
+        "NVIDIA L40S",
+        "NVIDIA GeForce RTX 4090",
+        "Tesla V100-SXM2-32GB",
+    )
+}
+
+
+def device_name(product_label: str) -> str:
+    """The driver's name for a GPU from its GFD product label."""
+    return DEVICE_NAMES.get(product_label, product_label.replace("-", " "))
+
+
+def _tool_version(text: str) -> tuple[int, ...]:
+    """`2.13.10`, `v2.18.3`, `4.2.3-1-ubuntu22.04` -> (2, 13, 10), (2, 18, 3), (4, 2, 3)."""
+    digits = re.match(r"v?(\d+(?:\.\d+)*)", text.strip())
+    return tuple(int(part) for part in digits.group(1).split(".")) if digits else ()
+
+
+def nccl_all_reduce(
+    node: str, product: str, gpus: int, busbw_gbps: float, version: str = "2.13.10", nccl: str = "2.21.5"
+) -> str:
+    """`all_reduce_perf -b 64M -e 4G -f 4 -g <gpus>` output averaging `busbw_gbps`, laid out
+    as nccl-tests `version` prints it (NVIDIA/nccl-tests src/common.cu, src/util.cu; compared
+    with real outputs in tests/fixtures/real/nccl): before 2.13 an `error` column and no
+    `root`; from 2.13 `root` and `#wrong`; from 2.17 the version and program lines."""
     n = max(1, gpus)
-    lines = [
+    release = _tool_version(version)
+    newest, old = release >= (2, 17), release < (2, 13)
+    params = (
         f"# nThread 1 nGpus {n} minBytes 67108864 maxBytes 4294967296 step: 4(factor) warmup iters: 5 "
-        "iters: 20 agg iters: 1 validation: 1 graph: 0",
-        "#",
-        "# Using devices",
-        *(
-            f"#  Rank {i:2d} Group  0 Pid  {4100 + i:5d} on {node:>12} device {i:2d} "
-            f"[0x{16 + i:02x}] {product}"
-            for i in range(n)
-        ),
-        "#",
-        "#" + " " * 62 + "out-of-place" + " " * 23 + "in-place          ",
-        "#       size         count      type   redop    root     time   algbw   busbw #wrong"
-        "     time   algbw   busbw #wrong",
-        "#        (B)    (elements)                               (us)  (GB/s)  (GB/s)"
-        "            (us)  (GB/s)  (GB/s)       ",
-    ]
+        + ("iters: 20 validation: 1" if old else "iters: 20 agg iters: 1 validation: 1 graph: 0")
+        + (" unalign: 0" if newest else "")
+    )
+    lines = (
+        [f"# nccl-tests version {version} nccl-headers=22105 nccl-library=22105",
+         "# Collective test starting: all_reduce_perf"] if newest else []
+    )  # fmt: skip
+    lines += [params, "#", "# Using devices"]
+    for i in range(n):
+        if old:
+            lines.append(
+                f"#   Rank {i:2d} Pid  {4100:5d} on {node:>10} device {i:2d} [0x{16 + i:02x}] {product}"
+            )
+        else:
+            bus = f"[0000:{16 + i:02x}:00]" if newest else f"[0x{16 + i:02x}]"
+            lines.append(
+                f"#  Rank {i:2d} Group  0 Pid  {4100 + i:5d} on {node:>12} device {i:2d} {bus} {product}"
+            )
+    if newest:
+        lines.append(f"NCCL version {nccl}+cuda12.4")
+    if old:
+        lines += [
+            "#",
+            "#" + " " * 53 + "out-of-place" + " " * 23 + "in-place",
+            "#       size         count    type   redop     time   algbw   busbw  error"
+            "     time   algbw   busbw  error",
+            "#        (B)    (elements)                     (us)  (GB/s)  (GB/s)"
+            "            (us)  (GB/s)  (GB/s)",
+        ]
+    elif newest:
+        lines += [
+            "#",
+            "#" + " " * 62 + "out-of-place" + " " * 23 + "in-place          ",
+            "#       size         count      type   redop    root     time   algbw   busbw  #wrong"
+            "     time   algbw   busbw  #wrong ",
+            "#        (B)    (elements)                               (us)  (GB/s)  (GB/s)         "
+            "    (us)  (GB/s)  (GB/s)         ",
+        ]
+    else:
+        lines += [
+            "#",
+            "#" + " " * 62 + "out-of-place" + " " * 23 + "in-place          ",
+            "#       size         count      type   redop    root     time   algbw   busbw #wrong"
+            "     time   algbw   busbw #wrong",
+            "#        (B)    (elements)                               (us)  (GB/s)  (GB/s)"
+            "            (us)  (GB/s)  (GB/s)       ",
+        ]
     factor = 2 * (n - 1) / n if n > 1 else 1.0
     # Message sizes 64 MiB .. 4 GiB; bandwidth ramps up with size. Rows are scaled so that
     # the reported average is exactly `busbw_gbps`: the figure a node profile states is the
@@ -128,12 +250,20 @@ def nccl_all_reduce(node: str, product: str, gpus: int, busbw_gbps: float) -> st
         bw = weight * scale
         alg = bw / factor
         time_us = size / max(alg, 1e-3) / 1e3
-        lines.append(
-            f"{size:12d} {size // 4:13d}     float     sum      -1 {time_us:8.1f} {alg:7.2f} {bw:7.2f}      0"
-            f" {time_us:8.1f} {alg:7.2f} {bw:7.2f}      0"
-        )
-    avg = busbw_gbps
-    lines += ["# Out of bounds values : 0 OK", f"# Avg bus bandwidth    : {avg:.4f} ", "#"]
+        if old:
+            lines.append(
+                f"{size:12d} {size // 4:13d}   float     sum {time_us:8.1f} {alg:7.2f} {bw:7.2f}  0e+00"
+                f" {time_us:8.1f} {alg:7.2f} {bw:7.2f}  0e+00"
+            )
+        else:
+            wrong = f"{0:7d}" if newest else f"{0:6d}"
+            lines.append(
+                f"{size:12d} {size // 4:13d}     float     sum      -1"
+                f" {time_us:8.1f} {alg:7.2f} {bw:7.2f} {wrong} {time_us:8.1f} {alg:7.2f} {bw:7.2f} {wrong}"
+            )
+    lines += ["# Out of bounds values : 0 OK", f"# Avg bus bandwidth    : {busbw_gbps:g} ", "#"]
+    if newest:
+        lines.append("# Collective test concluded: all_reduce_perf")
     return "\n".join(lines) + "\n"
 
 
@@ -165,9 +295,14 @@ def device_query(product: str, gpus: int, driver: str = "12.4", runtime: str = "
 
 
 def p2p_bandwidth(
-    gpus: int, peer_gbps: float, slow_pair: tuple[int, int] | None = None, slow_gbps: float = 0.0
+    gpus: int,
+    peer_gbps: float,
+    slow_pair: tuple[int, int] | None = None,
+    slow_gbps: float = 0.0,
+    product: str = "NVIDIA H100 80GB HBM3",
 ) -> str:
-    """`p2pBandwidthLatencyTest` matrices; `slow_pair` models one degraded NVLink."""
+    """`p2pBandwidthLatencyTest` output as cuda-samples prints it (device list, peer access,
+    bandwidth matrices); `slow_pair` models one degraded NVLink."""
     n = max(1, gpus)
 
     def matrix(title: str, peer: float, local: float) -> list[str]:
@@ -183,7 +318,19 @@ def p2p_bandwidth(
         return out
 
     lines = ["[P2P (Peer-to-Peer) GPU Bandwidth Latency Test]"]
+    lines += [
+        f"Device: {i}, {product}, pciBusID: {16 + i:x}, pciDeviceID: 0, pciDomainID:0" for i in range(n)
+    ]
+    lines += [f"Device={i} CAN Access Peer Device={j}" for i in range(n) for j in range(n) if i != j]
+    lines += [
+        "",
+        "***NOTE: In case a device doesn't have P2P access to other one, it falls back to normal memcopy"
+        " procedure.",
+        "So you can see lesser Bandwidth (GB/s) and unstable Latency (us) in those cases.",
+        "",
+    ]
     lines += matrix("Unidirectional P2P=Disabled Bandwidth Matrix (GB/s)", 40.0, 1630.0)
     lines += matrix("Unidirectional P2P=Enabled Bandwidth (P2P Writes) Matrix (GB/s)", peer_gbps, 1630.0)
+    lines += matrix("Bidirectional P2P=Disabled Bandwidth Matrix (GB/s)", 50.0, 1650.0)
     lines += matrix("Bidirectional P2P=Enabled Bandwidth Matrix (GB/s)", peer_gbps * 1.89, 1650.0)
     return "\n".join(lines) + "\n"

@@ -19,8 +19,8 @@ from __future__ import annotations
 
 import copy
 import json
-from decimal import Decimal
 from collections.abc import Mapping
+from decimal import Decimal
 from typing import Any
 
 from pitstop.kube.merge_keys import list_merge

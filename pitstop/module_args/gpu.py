@@ -50,9 +50,18 @@ class CudaCheckArgs(ValidationJob):
 
 
 class P2PCheckArgs(ValidationJob):
-    min_peer_gbps: float = Field(
-        default=300.0, ge=0, description="Fail when any GPU pair is slower (P2P writes)."
+    min_peer_gbps: float | None = Field(
+        default=None,
+        ge=0,
+        description=(
+            "Fail when any GPU pair is slower (P2P writes). Default: the floor measured for the "
+            "node's GPU product and count (pitstop/data/gpu-p2p.yaml); none for other hardware."
+        ),
     )
+    baseline_product: str | None = Field(default=None, description="Compare with this product's baseline…")
+    baseline_pool: str | None = Field(default=None, description="…of this node pool (baseline.record).")
+    max_deviation_pct: float = Field(default=5.0, ge=0, description="Allowed drop below the baseline.")
+    baseline_store: str | None = Field(default=None, description="Baseline directory (see baseline.record).")
     image: str = Field(default="nvcr.io/nvidia/k8s/cuda-sample:p2pbandwidthlatencytest", description="Image.")
 
 

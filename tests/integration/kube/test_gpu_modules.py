@@ -1,0 +1,74 @@
+"""gpu.p2p_check, gpu.nccl_test and gpu.dcgm_diag against the rehearsal cluster, whose
+validation pods print the output format of the tool version their image names."""
+
+from __future__ import annotations
+
+from activities.gpu import dcgm_diag, nccl_test, p2p_check
+from tests.integration.kube.conftest import ModuleRunner, StartSim
+
+CLUSTER = """
+cluster:
+  nodes: 3
+  domains: 1
+  node_overrides:
+    gpu-node-001: {gpu_product: NVIDIA-A100-SXM4-80GB}
+    gpu-node-002: {gpu_product: NVIDIA-A100-SXM4-80GB}
+timing: {time_scale: 20, validation_seconds: {dcgm: 5, nccl: 5, p2p: 5}, job_seconds: 5, pod_start_seconds: 1}
+health:
+  nodes:
+    gpu-node-001: {nccl_busbw_gbps: 262.0}
+    gpu-node-002: {nccl_busbw_gbps: 150.0, dcgm_failures: [Memory]}
+    gpu-node-003: {nccl_busbw_gbps: 370.0}
+"""
+FAST = {"gpus": 8, "poll_interval_seconds": 0.1, "timeout_seconds": 60}
+
+
+def test_p2p_floor_comes_from_the_measured_product_and_unknown_hardware_is_not_judged(
+    start_sim: StartSim, module_runner: ModuleRunner
+) -> None:
+    sim = start_sim(CLUSTER)
+    healthy = module_runner(p2p_check, sim, FAST, host="gpu-node-001")
+    # 262 GB/s on an 8-GPU A100 SXM4 node passes (the old fixed 300 GB/s failed such nodes).
+    assert (healthy.failed, healthy.msg) == (False, "p2p: slowest GPU pair 262 GB/s (floor 238.5)")
+    assert healthy.data["devices"] == ["NVIDIA A100-SXM4-80GB"]
+    degraded = module_runner(p2p_check, sim, FAST, host="gpu-node-002")
+    assert degraded.failed
+    assert degraded.msg == (
+        "p2p: slowest GPU pair 150 GB/s is below 238.5 GB/s, the floor measured for NVIDIA A100 SXM4, "
+        "8 GPUs on NVSwitch (HGX A100): NVLink 3, 12 links per GPU (https://github.com/LLMServe/DistServe/issues/3)"
+    )
+    # H100 has no measurement in pitstop/data/gpu-p2p.yaml: passed through, saying it was not judged.
+    unknown = module_runner(p2p_check, sim, FAST, host="gpu-node-003")
+    assert not unknown.failed
+    assert unknown.msg.startswith(
+        "p2p: slowest GPU pair 370 GB/s, not judged: no floor is known for 8 x NVIDIA H100 80GB HBM3;"
+    )
+    # The task's own floor wins over the table.
+    strict = module_runner(p2p_check, sim, {**FAST, "min_peer_gbps": 300}, host="gpu-node-001")
+    assert strict.failed and "below 300 GB/s, the task's min_peer_gbps" in strict.msg
+
+
+def test_nccl_and_dcgm_read_the_format_of_the_image_they_ran(
+    start_sim: StartSim, module_runner: ModuleRunner
+) -> None:
+    sim = start_sim(CLUSTER)
+    for image, check, version in (
+        ("ghcr.io/nvidia/nccl-tests:2.11.0", "error", None),
+        ("ghcr.io/nvidia/nccl-tests:2.13.10", "#wrong", None),
+        ("ghcr.io/nvidia/nccl-tests:v2.18.3", "#wrong", "2.18.3"),
+    ):
+        result = module_runner(nccl_test, sim, {**FAST, "image": image}, host="gpu-node-001")
+        assert (result.failed, result.data["check_column"], result.data["tests_version"]) == (
+            False,
+            check,
+            version,
+        )
+        assert result.data["avg_busbw_gbps"] == 262.0
+    for image, version in (
+        ("nvcr.io/nvidia/cloud-native/dcgm:3.3.7-1-ubuntu22.04", "3.3.7"),
+        ("nvcr.io/nvidia/cloud-native/dcgm:4.2.3-1-ubuntu22.04", "4.2.3"),
+    ):
+        failed = module_runner(dcgm_diag, sim, {**FAST, "image": image, "level": 2}, host="gpu-node-002")
+        assert failed.failed
+        assert failed.msg.startswith("DCGM diag failed: GPU Memory on GPU 0: DCGM_FR_FAULTY_MEMORY:")
+        assert failed.data["version"] == version
