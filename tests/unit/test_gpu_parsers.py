@@ -120,3 +120,59 @@ def test_emitted_outputs_parse_back_to_their_figures() -> None:
     assert nccl.peak_busbw_gbps > 118.0
     assert parse_device_query(emit.device_query("NVIDIA-H100", 8)).device_count == 8
     assert parse_p2p(emit.p2p_bandwidth(4, 390.0, slow_pair=(1, 2), slow_gbps=120.0))[1].min_peer() == 120.0
+
+
+def printf(form: str, *values: object) -> str:
+    """C's printf, for lines laid out by the tool's own format strings."""
+    return form % values
+
+
+def test_nccl_per_iteration_columns_are_found_by_name() -> None:
+    # nccl-tests 2.19 with per-iteration timing: the header and a row as src/util.cu's
+    # writeResultHeader/writeBenchmarkLineBody/writePerIterReport printf them (no real output
+    # of this mode was found; see docs/tool-outputs.md).
+    names = ("size", "count", "type", "redop", "root", "time", "algbw", "busbw", "#wrong",
+             "i_min", "i_max", "i_p99", "i_cv%", "time", "algbw", "busbw", "#wrong",
+             "i_min", "i_max", "i_p99", "i_cv%")  # fmt: skip
+    header = printf("# %10s  %12s  %8s  %6s  %6s" + "  %7s  %6s  %6s  %6s  %7s  %7s  %7s  %7s" * 2, *names)
+    row = printf("%12li  %12li  %8s  %6s  %6i", 1048576, 262144, "float", "sum", -1)
+    for busbw, wrong in (("44.54", 0), ("44.87", 3)):
+        row += printf("  %7s  %6s  %6s  %6g", "41.20", "25.45", busbw, wrong)
+        row += printf("  %7s  %7s  %7s  %7s", "40.1", "43.9", "43.9", "2.1")
+    text = f"{header}\n{row}\n# Out of bounds values : 1 FAILED\n# Avg bus bandwidth    : 44.705 \n"
+    [parsed] = parse_nccl(text).rows
+    assert (parsed.busbw_gbps, parsed.wrong, parsed.inplace_busbw_gbps, parsed.inplace_wrong) == (
+        44.54,
+        0,
+        44.87,
+        3,
+    )
+
+
+@pytest.mark.parametrize("version", ["2.4.6", "3.3.7-1-ubuntu22.04", "4.2.3-1-ubuntu22.04"])
+def test_dcgm_layouts_of_every_major_version_read_back(version: str) -> None:
+    # The simulator writes each major version's layout from NVIDIA/DCGM dcgmi/Diag.cpp.
+    from pitstop.gpu import emit
+
+    report = parse_dcgm_diag(emit.dcgm_diag_json(2, 4, ["Memory", "Persistence Mode"], version=version))
+    assert not report.passed
+    assert [(f.test, f.message.split(" on GPU")[0]) for f in report.failures] == [
+        ("Persistence Mode", "Internal error"),
+        ("GPU Memory", "Found 3 faulty memory elements"),
+    ]
+    assert report.version == (None if version.startswith("2.") else version.split("-")[0])
+
+
+def test_dcgm_runtime_error_and_newer_codes_are_reported() -> None:
+    # What dcgmi writes when the diagnostic cannot run (Diag.cpp HelperDisplayFailureMessage).
+    text = '{"DCGM Diagnostic": {"version": "4.2.3", "runtime_error": "Unable to connect to host engine"}}'
+    report = parse_dcgm_diag(text)
+    assert (report.passed, report.version, report.summary()) == (
+        False,
+        "4.2.3",
+        "DCGM diag could not run: Unable to connect to host engine",
+    )
+    from pitstop.gpu.dcgm import reason_name
+
+    assert reason_name(120) == "DCGM_FR_FALLEN_OFF_BUS"
+    assert reason_name(140) == "DCGM_FR_140 (an error code newer than DCGM 4.6)"
