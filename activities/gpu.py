@@ -153,7 +153,7 @@ def cuda_check(call: ModuleCall, args: CudaCheckArgs) -> ModuleResult:
             failed=True,
             msg=(
                 f"deviceQuery: {query.device_count} of {expected} GPUs visible, "
-                f"result {'PASS' if query.passed else 'FAIL'}"
+                f"result {'PASS' if query.passed else 'FAIL'}" + (f" ({query.error})" if query.error else "")
             ),
             data=data,
         )

@@ -18,19 +18,25 @@ class DeviceQuery(BaseModel):
     devices: list[str]
     driver_version: str | None = None
     runtime_version: str | None = None
+    # Why no device was usable: `cudaGetDeviceCount returned 35: CUDA driver version is
+    # insufficient for CUDA runtime version` (the code numbering changed in CUDA 11: 38 -> 100).
+    error: str = ""
 
 
 _COUNT = re.compile(r"Detected (\d+) CUDA Capable device", re.I)
 _DEVICE = re.compile(r'^Device \d+: "(.+)"', re.M)
 _VERSIONS = re.compile(r"CUDA Driver Version / Runtime Version\s+([0-9.]+)\s*/\s*([0-9.]+)")
 _RESULT = re.compile(r"Result = (PASS|FAIL)")
+_ERROR = re.compile(r"^(cudaGetDeviceCount returned \d+)\s*\n\s*->\s*(.+?)\s*$", re.M)
 
 
 def parse_device_query(text: str) -> DeviceQuery:
     result = _RESULT.search(text)
+    error = _ERROR.search(text)
+    reason = f"{error.group(1)}: {error.group(2)}" if error else ""
     if result is None:
         if "no CUDA-capable device" in text or "cudaGetDeviceCount returned" in text:
-            return DeviceQuery(passed=False, device_count=0, devices=[])
+            return DeviceQuery(passed=False, device_count=0, devices=[], error=reason)
         raise CudaParseError("no 'Result = PASS|FAIL' line in the deviceQuery output")
     count = _COUNT.search(text)
     versions = _VERSIONS.search(text)
@@ -40,6 +46,7 @@ def parse_device_query(text: str) -> DeviceQuery:
         devices=_DEVICE.findall(text),
         driver_version=versions.group(1) if versions else None,
         runtime_version=versions.group(2) if versions else None,
+        error=reason,
     )
 
 

@@ -241,3 +241,75 @@ def test_real_helm_release_secrets_decode_to_their_records(
     wrapped = "\r\n".join(inner[i : i + 76] for i in range(0, len(inner), 76))
     secret["data"]["release"] = base64.b64encode(wrapped.encode()).decode()
     assert decode_release(secret) == decoded
+
+
+@pytest.mark.parametrize(
+    ("name", "passed", "count", "device", "driver", "runtime", "error"),
+    [
+        ("deviceQuery_cuda12.4_drv12.5_4xA100-SXM4-80GB_pass_thamada.txt", True, 4, "NVIDIA A100-SXM4-80GB",
+         "12.5", "12.4", ""),
+        ("deviceQuery_cuda12.4_drv12.7_8xH100-80GB-HBM3_pass_thamada.txt", True, 8, "NVIDIA H100 80GB HBM3",
+         "12.7", "12.4", ""),
+        ("deviceQuery_cuda12.4_drv12.4_8xRTX4090_peer_no_pass_thamada.txt", True, 8, "NVIDIA GeForce RTX 4090",  # noqa: E501
+         "12.4", "12.4", ""),
+        ("deviceQuery_cuda12.4_drv12.4_8xRTX6000Ada_peer_yes_pass_thamada.txt", True, 8,
+         "NVIDIA RTX 6000 Ada Generation", "12.4", "12.4", ""),
+        # CUDA 8: no "NVIDIA " in the name, the summary line names the device.
+        ("deviceQuery_cuda8.0_1xGTX1050_pass_old_summary_blog2016_idx25122222939.txt", True, 1, "GeForce GTX 1050",  # noqa: E501
+         "8.0", "8.0", ""),
+        ("deviceQuery_cuda8.0_fail_returned38_no_device_permissions_blog2016_idx25122222939.txt", False, 0, None,  # noqa: E501
+         None, None, "cudaGetDeviceCount returned 38: no CUDA-capable device is detected"),
+        ("deviceQuery_cuda10.2_fail_returned35_driver_insufficient_o3r_vpu_docker_idx26255850808.txt", False, 0,  # noqa: E501
+         None, None, None,
+         "cudaGetDeviceCount returned 35: CUDA driver version is insufficient for CUDA runtime version"),
+    ],
+)  # fmt: skip
+def test_device_query_outputs_across_cuda_versions(
+    name: str,
+    passed: bool,
+    count: int,
+    device: str | None,
+    driver: str | None,
+    runtime: str | None,
+    error: str,
+) -> None:
+    from pitstop.gpu.cuda import parse_device_query
+
+    query = parse_device_query(real("cuda_samples", name))
+    assert (query.passed, query.device_count, query.driver_version, query.runtime_version) == (
+        passed,
+        count,
+        driver,
+        runtime,
+    )
+    assert query.devices == ([device] * count if device else [])
+    assert query.error == error
+
+
+@pytest.mark.parametrize(
+    ("name", "gpus", "slowest", "floor"),
+    [
+        ("p2pBandwidthLatencyTest_8xA100-SXM4-80GB_distserve_issue3.txt", 8, 265.05, 238.5),
+        ("p2pBandwidthLatencyTest_8xH100-80GB-HBM3_benchmark_sheet_idx62193952648.txt", 8, 365.30, 328.8),
+        # NVLink bridges pair GPUs 0-1 and 2-3; other pairs go over PCIe: no floor for this box.
+        ("p2pBandwidthLatencyTest_4xA100-80GB-PCIe_nvlink_pairs_sushruta_blog.txt", 4, 21.46, None),
+        ("p2pBandwidthLatencyTest_2xRTX4090_no_p2p_iharabukhouski_diffusion.txt", 2, 20.91, None),
+        ("p2pBandwidthLatencyTest_2xRTX2080Ti_no_p2p_autodl_anthony-hoo.txt", 2, 5.72, None),
+        ("p2pBandwidthLatencyTest_9gpu_RTX-PRO-6000-Blackwell+8xRTX5090_p2p_patched_aikitoria_README_CUT.txt", 9,  # noqa: E501
+         55.59, None),
+    ],
+)  # fmt: skip
+def test_p2p_outputs_their_slowest_pair_and_the_floor_measured_for_that_hardware(
+    name: str, gpus: int, slowest: float, floor: float | None
+) -> None:
+    from pitstop.gpu.cuda import p2p_devices
+    from pitstop.gpu.thresholds import p2p_floor
+
+    text = real("cuda_samples", name)
+    writes = next(m for m in parse_p2p(text) if m.title.startswith("Unidirectional P2P=Enabled"))
+    assert (writes.gpus, writes.min_peer()) == (gpus, slowest)
+    product = p2p_floor(p2p_devices(text))
+    assert (product.min_unidirectional_gbps if product else None) == floor
+    # A floor sits below every healthy node it was measured on.
+    if product is not None:
+        assert product.min_unidirectional_gbps < product.measured.slowest_pair_gbps == slowest

@@ -13,6 +13,7 @@ cluster:
   node_overrides:
     gpu-node-001: {gpu_product: NVIDIA-A100-SXM4-80GB}
     gpu-node-002: {gpu_product: NVIDIA-A100-SXM4-80GB}
+    gpu-node-003: {gpu_product: NVIDIA-L40S}
 timing: {time_scale: 20, validation_seconds: {dcgm: 5, nccl: 5, p2p: 5}, job_seconds: 5, pod_start_seconds: 1}
 health:
   nodes:
@@ -37,11 +38,11 @@ def test_p2p_floor_comes_from_the_measured_product_and_unknown_hardware_is_not_j
         "p2p: slowest GPU pair 150 GB/s is below 238.5 GB/s, the floor measured for NVIDIA A100 SXM4, "
         "8 GPUs on NVSwitch (HGX A100): NVLink 3, 12 links per GPU (https://github.com/LLMServe/DistServe/issues/3)"
     )
-    # H100 has no measurement in pitstop/data/gpu-p2p.yaml: passed through, saying it was not judged.
+    # L40S has no measurement in pitstop/data/gpu-p2p.yaml: passed through, saying it was not judged.
     unknown = module_runner(p2p_check, sim, FAST, host="gpu-node-003")
     assert not unknown.failed
     assert unknown.msg.startswith(
-        "p2p: slowest GPU pair 370 GB/s, not judged: no floor is known for 8 x NVIDIA H100 80GB HBM3;"
+        "p2p: slowest GPU pair 370 GB/s, not judged: no floor is known for 8 x NVIDIA L40S;"
     )
     # The task's own floor wins over the table.
     strict = module_runner(p2p_check, sim, {**FAST, "min_peer_gbps": 300}, host="gpu-node-001")
