@@ -78,6 +78,8 @@ def _root(doc: dict[str, Any]) -> dict[str, Any]:
     for key in ("DCGM GPU Diagnostic", "DCGM Diagnostic"):
         if isinstance(doc.get(key), dict):
             return dict(doc[key])
+        if key in doc:
+            raise DiagParseError(f"{key!r} is a JSON {type(doc[key]).__name__}, not the object dcgmi writes")
     raise DiagParseError(
         "no 'DCGM GPU Diagnostic' or 'DCGM Diagnostic' object in the output; its keys: "
         + (", ".join(repr(k) for k in list(doc)[:5]) or "none")

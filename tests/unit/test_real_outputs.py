@@ -313,3 +313,16 @@ def test_p2p_outputs_their_slowest_pair_and_the_floor_measured_for_that_hardware
     # A floor sits below every healthy node it was measured on.
     if product is not None:
         assert product.min_unidirectional_gbps < product.measured.slowest_pair_gbps == slowest
+
+
+def test_dcgm_3_document_without_version_passes_with_a_skipped_test() -> None:
+    report = parse_dcgm_diag(real("dcgm", "dcgmi_diag_r3_3.x_T4_pass_eud_skip_virtualclient.json"))
+    assert (report.passed, report.version, report.tests_run, report.failures) == (True, None, 16, [])
+
+
+def test_a_malformed_dcgm_document_is_refused_saying_what_is_wrong() -> None:
+    name = "dcgmi_diag_3.x_T4_malformed_cuda_lib_fail_string_warning_virtualclient_fixture.json"
+    with pytest.raises(
+        DiagParseError, match=r"^'DCGM GPU Diagnostic' is a JSON list, not the object dcgmi writes$"
+    ):
+        parse_dcgm_diag(real("dcgm", name))
