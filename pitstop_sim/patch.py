@@ -74,9 +74,47 @@ def _merge_map(target: Any, patch: Any, parent: str) -> Any:
                 result[key] = merged
         else:
             result[key] = value
+    for key, order in patch.items():
+        if key.startswith("$setElementOrder/") and isinstance(order, list):
+            field = key.split("/", 1)[1]
+            strategy = list_merge(field, parent)
+            live = target.get(field) if isinstance(target, dict) else None
+            if isinstance(result.get(field), list) and strategy is not None:
+                result[field] = _in_order(result[field], order, live or [], strategy.key)
     if isinstance(retain, list):
         result = {k: v for k, v in result.items() if k in retain}
     return result
+
+
+def _identity(item: Any, key: str | None) -> Any:
+    return repr(item.get(key) if isinstance(item, dict) else None) if key is not None else repr(item)
+
+
+def _in_order(merged: list[Any], order: list[Any], live: list[Any], key: str | None) -> list[Any]:
+    """The apiserver's `$setElementOrder` (apimachinery strategicpatch mergePatchIntoOriginal and
+    normalizeElementOrder): elements the order names take its order; the others keep their
+    place in the live list, placed before a named element that came after them there."""
+    wanted = {_identity(o, key): i for i, o in enumerate(order)}
+    was = {_identity(o, key): i for i, o in enumerate(live)}
+    named = sorted(
+        (m for m in merged if _identity(m, key) in wanted), key=lambda m: wanted[_identity(m, key)]
+    )
+    others = sorted(
+        (m for m in merged if _identity(m, key) not in wanted),
+        key=lambda m: was.get(_identity(m, key), len(was)),
+    )
+    out: list[Any] = []
+    while named or others:
+        if not named:
+            out.append(others.pop(0))
+            continue
+        if others:
+            a, b = was.get(_identity(others[0], key)), was.get(_identity(named[0], key))
+            if a is not None and b is not None and a < b:
+                out.append(others.pop(0))
+                continue
+        out.append(named.pop(0))
+    return out
 
 
 def _is_directive_item(item: Any) -> bool:

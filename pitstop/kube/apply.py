@@ -23,7 +23,7 @@ from collections.abc import Mapping
 from decimal import Decimal
 from typing import Any
 
-from pitstop.kube.merge_keys import list_merge
+from pitstop.kube.merge_keys import list_merge, retains_keys
 
 Obj = dict[str, Any]
 
@@ -242,6 +242,16 @@ def _merge_key(field: str, path: tuple[str, ...]) -> str | bool | None:
     return False if strategy is None else strategy.key
 
 
+# Ported from k8s.io/apimachinery pkg/util/strategicpatch/patch.go (CreateThreeWayMergePatch,
+# diffMaps, diffLists, mergeMap), so that the patch is the one kubectl sends, byte for byte
+# once written as Go writes JSON: `$retainKeys` for union structs, `$setElementOrder/<list>`
+# whenever a merged list changes or is reordered (the server then keeps the manifest's order,
+# which matters for env entries referring to each other with `$(VAR)`).
+RETAIN_KEYS = "$retainKeys"
+SET_ORDER = "$setElementOrder/"
+DELETE_FROM = "$deleteFromPrimitiveList/"
+
+
 def _diff_maps(
     original: Mapping[str, Any],
     modified: Mapping[str, Any],
@@ -249,12 +259,10 @@ def _diff_maps(
     *,
     additions: bool,
     deletions: bool,
+    retain: bool = False,
 ) -> Obj:
     patch: Obj = {}
-    if deletions:
-        for key in original:
-            if key not in modified:
-                patch[key] = None
+    parent = path[-1] if path else ""
     for key, new in modified.items():
         if key not in original:
             if additions:
@@ -266,13 +274,28 @@ def _diff_maps(
                 patch[key] = copy.deepcopy(new)
             continue
         if isinstance(new, dict):
-            sub = _diff_maps(old, new, (*path, key), additions=additions, deletions=deletions)
+            sub = _diff_maps(
+                old,
+                new,
+                (*path, key),
+                additions=additions,
+                deletions=deletions,
+                retain=retains_keys(key, parent),
+            )
             if sub:
                 patch[key] = sub
         elif isinstance(new, list):
             patch.update(_diff_lists(key, old, new, path, additions=additions, deletions=deletions))
         elif additions and not same(old, new):
             patch[key] = copy.deepcopy(new)
+    if deletions:
+        for key in original:
+            if key not in modified:
+                patch[key] = None
+    kept = sorted(k for k, v in modified.items() if v is not None) if retain else []
+    dropped = any(v is not None and k not in modified for k, v in original.items())
+    if kept and (patch or dropped):
+        patch[RETAIN_KEYS] = kept
     return patch
 
 
@@ -286,24 +309,26 @@ def _diff_lists(
     deletions: bool,
 ) -> Obj:
     merge_key = _merge_key(key, path)
-    if merge_key is None:
+    if merge_key is False:
+        return {key: copy.deepcopy(new)} if additions and not same(old, new) else {}
+    if not old:
+        return {key: copy.deepcopy(new)} if additions and new else {}
+    if merge_key is None:  # primitives merged as a set
         out: Obj = {}
         added = [item for item in new if not any(same(item, o) for o in old)]
-        removed = [item for item in old if not any(same(item, n) for n in new)]
+        removed = sorted((item for item in old if not any(same(item, n) for n in new)), key=str)
         if additions and added:
             out[key] = added
         if deletions and removed:
-            out[f"$deleteFromPrimitiveList/{key}"] = removed
+            out[DELETE_FROM + key] = removed
+        if (deletions and removed) or (additions and not same(old, new)):
+            out[SET_ORDER + key] = copy.deepcopy(new)
         return out
-    keyed = isinstance(merge_key, str) and all(
-        isinstance(item, dict) and merge_key in item for item in [*old, *new]
-    )
-    if not keyed or not isinstance(merge_key, str):
-        if additions and not same(old, new):
-            return {key: copy.deepcopy(new)}
-        return {}
+    if not all(isinstance(item, dict) and merge_key in item for item in [*old, *new]):
+        return {key: copy.deepcopy(new)} if additions and not same(old, new) else {}
     before = {item[merge_key]: item for item in old}
-    after = {item[merge_key]: item for item in new}
+    after = {item[merge_key] for item in new}
+    retain = retains_keys(key, path[-1] if path else "")
     items: list[Any] = []
     for item in new:
         match = before.get(item[merge_key])
@@ -311,31 +336,118 @@ def _diff_lists(
             if additions:
                 items.append(copy.deepcopy(item))
             continue
-        sub = _diff_maps(match, item, (*path, key), additions=additions, deletions=deletions)
+        sub = _diff_maps(match, item, (*path, key), additions=additions, deletions=deletions, retain=retain)
         if sub:
-            items.append({merge_key: item[merge_key], **sub})
+            items.append({**sub, merge_key: item[merge_key]})
     if deletions:
-        items.extend({merge_key: k, "$patch": "delete"} for k in before if k not in after)
-    return {key: items} if items else {}
+        gone = sorted((k for k in before if k not in after), key=str)
+        items.extend({merge_key: k, "$patch": "delete"} for k in gone)
+    result: Obj = {key: items} if items else {}
+    reordered = [item[merge_key] for item in old] != [item[merge_key] for item in new]
+    if (additions and (items or reordered)) or (deletions and items):
+        result[SET_ORDER + key] = [{merge_key: item[merge_key]} for item in new]
+    return result
+
+
+def _without_directives(value: Any) -> tuple[Any, bool]:
+    """Go's removeDirectives: drops maps carrying `$patch` (and says so)."""
+    if isinstance(value, dict):
+        if "$patch" in value:
+            return None, False
+        out: Obj = {}
+        for k, v in value.items():
+            kept, keep = _without_directives(v)
+            if keep:
+                out[k] = kept
+        return out, True
+    if isinstance(value, list):
+        return [kept for kept, keep in map(_without_directives, value) if keep], True
+    return copy.deepcopy(value), True
+
+
+def _identity(item: Any, merge_key: str | None) -> Any:
+    if merge_key is None:
+        return json.dumps(item, sort_keys=True)
+    return json.dumps(item.get(merge_key), sort_keys=True) if isinstance(item, dict) else None
+
+
+def _ordered(items: list[Any], order: list[Any], merge_key: str | None) -> list[Any]:
+    """Go's normalizeSliceOrder: `$patch` deletions last, the rest by their place in `order`."""
+    places = {_identity(o, merge_key): i for i, o in reversed(list(enumerate(order)))}
+    plain = [i for i in items if not (isinstance(i, dict) and "$patch" in i)]
+    deleted = [i for i in items if isinstance(i, dict) and "$patch" in i]
+    plain.sort(key=lambda i: places.get(_identity(i, merge_key), len(places)))
+    return plain + deleted
+
+
+def _merge_sorted(left: list[Any], right: list[Any], order: list[Any], merge_key: str | None) -> list[Any]:
+    """Go's mergeSortedSlice: interleave two sorted lists by their places in `order`."""
+    places = {_identity(o, merge_key): i for i, o in reversed(list(enumerate(order)))}
+    out: list[Any] = []
+    i = j = 0
+    while i < len(left) or j < len(right):
+        if j >= len(right) or (
+            i < len(left)
+            and (a := places.get(_identity(left[i], merge_key))) is not None
+            and (b := places.get(_identity(right[j], merge_key))) is not None
+            and a < b
+        ):
+            out.append(left[i])
+            i += 1
+        else:
+            out.append(right[j])
+            j += 1
+    return out
+
+
+def _merge_lists(
+    mine: list[Any], theirs: list[Any], order: list[Any], merge_key: str | None, path: tuple[str, ...]
+) -> list[Any]:
+    """Two patches' lists of one merged field as one (Go's mergeSlice, then the order of
+    `$setElementOrder` or the second list)."""
+    merged = [copy.deepcopy(m) for m in mine]
+    for item in theirs:
+        at = next(
+            (n for n, m in enumerate(merged) if _identity(m, merge_key) == _identity(item, merge_key)), None
+        )
+        if at is None:
+            merged.append(copy.deepcopy(item))
+        elif isinstance(item, dict) and isinstance(merged[at], dict):
+            merged[at] = _merge_strategic(merged[at], item, path)
+    wanted = {_identity(o, merge_key) for o in order}
+    patch_items = _ordered([m for m in merged if _identity(m, merge_key) in wanted], order, merge_key)
+    server_only = _ordered([m for m in merged if _identity(m, merge_key) not in wanted], mine, merge_key)
+    return _merge_sorted(server_only, patch_items, mine, merge_key)
 
 
 def _merge_strategic(first: Mapping[str, Any], second: Mapping[str, Any], path: tuple[str, ...]) -> Obj:
+    """The deletions patch and the changes patch as one (Go's mergeMap without parallel lists):
+    directives of the second are copied over, lists merge by their keys."""
     out: Obj = copy.deepcopy(dict(first))
+    if RETAIN_KEYS in second:
+        out.setdefault(RETAIN_KEYS, copy.deepcopy(second[RETAIN_KEYS]))
     for key, value in second.items():
+        if key.startswith(SET_ORDER):
+            out.setdefault(key, copy.deepcopy(value))
+    for key, value in second.items():
+        if key == RETAIN_KEYS or key.startswith(SET_ORDER):
+            continue
         mine = out.get(key)
-        merge_key = _merge_key(key, path) if isinstance(value, list) else False
+        if key not in out or value is None or _kind(mine) != _kind(value):
+            kept, keep = _without_directives(value)
+            if keep:
+                out[key] = kept
+            continue
         if isinstance(value, dict) and isinstance(mine, dict):
             out[key] = _merge_strategic(mine, value, (*path, key))
-        elif isinstance(value, list) and isinstance(mine, list) and isinstance(merge_key, str):
-            by_key = {item.get(merge_key): item for item in mine if isinstance(item, dict)}
-            merged = list(mine)
-            for item in value:
-                existing = by_key.get(item.get(merge_key)) if isinstance(item, dict) else None
-                if existing is None:
-                    merged.append(copy.deepcopy(item))
-                else:
-                    merged[merged.index(existing)] = _merge_strategic(existing, item, (*path, key))
-            out[key] = merged
+        elif isinstance(value, list) and isinstance(mine, list):
+            merge_key = _merge_key(key, path) if not key.startswith(DELETE_FROM) else None
+            if merge_key is False:
+                out[key] = copy.deepcopy(value)
+                continue
+            order = second.get(SET_ORDER + key, value)
+            keyed = merge_key if isinstance(merge_key, str) else None
+            out[key] = _merge_lists(mine, value, order, keyed, (*path, key))
         else:
             out[key] = copy.deepcopy(value)
     return out

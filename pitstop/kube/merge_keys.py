@@ -88,6 +88,20 @@ MERGE_KEYS_BY_PARENT: dict[tuple[str, str], str | None] = {
 
 _PARENT_DEPENDENT = frozenset(field for _, field in MERGE_KEYS_BY_PARENT)
 
+# `patchStrategy:"retainKeys"` (k8s.io/api @ 10b39a39): a patch to the struct names every key
+# it keeps (`$retainKeys`), and the server clears the others, so switching a union member
+# (RollingUpdate -> Recreate, emptyDir -> hostPath) cannot leave the old member behind.
+# Structs, as (parent, field): apps/v1 DeploymentSpec.strategy.
+RETAIN_KEYS_STRUCTS = frozenset({("spec", "strategy")})
+# Lists whose elements are such structs (`patchStrategy:"merge,retainKeys"`): core/v1
+# PodSpec.volumes and .resourceClaims, PodStatus.resourceClaimStatuses.
+RETAIN_KEYS_LISTS = frozenset({"volumes", "resourceClaims", "resourceClaimStatuses"})
+
+
+def retains_keys(field: str, parent: str) -> bool:
+    """Whether the map (or each element of the list) at `field` carries a `$retainKeys` list."""
+    return (parent, field) in RETAIN_KEYS_STRUCTS or field in RETAIN_KEYS_LISTS
+
 
 def list_merge(field: str, parent: str) -> ListMerge | None:
     """How list `field` inside `parent` merges; None when it is replaced whole."""

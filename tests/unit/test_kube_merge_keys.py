@@ -98,7 +98,11 @@ def test_kubectls_patch_of_a_node_status_merges_addresses_and_conditions_by_type
     live = with_last_applied(old)
     live["status"]["conditions"].append({"type": "DiskPressure", "status": "False"})
     patch = three_way_strategic_merge_patch(json.loads(last_applied_of(old)), with_last_applied(new), live)
-    assert patch["status"] == {"conditions": [{"type": "Ready", "status": "True"}]}
+    # kubectl (apimachinery's diffLists) also sends the manifest's order of a changed list.
+    assert patch["status"] == {
+        "conditions": [{"type": "Ready", "status": "True"}],
+        "$setElementOrder/conditions": [{"type": "Ready"}],
+    }
     applied = strategic_merge_patch(live, patch)
     assert applied["status"]["conditions"] == [
         {"type": "Ready", "status": "True"},

@@ -3,6 +3,7 @@ last, the other one sees the same manifests as "unchanged"."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -13,7 +14,7 @@ from temporalio.exceptions import ApplicationError
 
 from activities.kube.apply import apply
 from activities.kube.client import Kube, api_client
-from pitstop.kube.apply import LAST_APPLIED, last_applied_of
+from pitstop.kube.apply import LAST_APPLIED, apply_patch, go_json, last_applied_of
 from pitstop.runbook.inventory import ClusterConfig
 from pitstop_sim import SimCluster
 from tests.integration.kube.conftest import ModuleRunner, StartSim
@@ -283,3 +284,72 @@ def test_numbers_in_the_annotation_are_written_as_kubectl_writes_them(
     assert kube(sim).get(path)["metadata"]["annotations"][LAST_APPLIED] == by_kubectl
     manifest = yaml.safe_load(widget.split("---\n", 1)[0])
     assert last_applied_of(manifest) == by_kubectl
+
+
+ROLLING = """\
+apiVersion: apps/v1
+kind: Deployment
+metadata: {name: web, namespace: team}
+spec:
+  replicas: 1
+  strategy:
+    type: RollingUpdate
+    rollingUpdate: {maxSurge: 1, maxUnavailable: 0}
+  selector: {matchLabels: {app: web}}
+  template:
+    metadata: {labels: {app: web}}
+    spec:
+      containers:
+        - name: c
+          image: registry.local/web:1
+          env: [{name: A, value: "1"}, {name: B, value: "2"}, {name: C, value: "$(A)"}]
+"""
+# Recreate drops the rollingUpdate member of the union; B now comes first (C refers to A).
+RECREATE = (
+    ROLLING.replace("type: RollingUpdate", "type: Recreate")
+    .replace("    rollingUpdate: {maxSurge: 1, maxUnavailable: 0}\n", "")
+    .replace('[{name: A, value: "1"}, {name: B, value: "2"}', '[{name: B, value: "2"}, {name: A, value: "1"}')
+)
+
+
+def kubectl_patch_body(stderr: str) -> str:
+    """The PATCH body in `kubectl -v=9` output (klog quotes it like a Go string)."""
+    bodies = [line.split(' body="', 1)[1] for line in stderr.splitlines() if '"Request Body" body="{' in line]
+    assert bodies, stderr[-2000:]
+    quoted = bodies[-1].rstrip()
+    return str(json.loads('"' + quoted[:-1] + '"'))
+
+
+def test_the_patch_is_the_one_kubectl_sends_with_retain_keys_and_element_order(
+    start_sim: StartSim,
+    module_runner: ModuleRunner,
+    kubectl_for: Callable[[SimCluster], Kubectl],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    sim = start_sim(CLUSTER)
+    kubectl = kubectl_for(sim)
+    monkeypatch.setenv("PITSTOP_RUNBOOK_DIR", str(tmp_path))
+    write(
+        tmp_path, {"ns.yaml": "apiVersion: v1\nkind: Namespace\nmetadata: {name: team}\n", "a.yaml": ROLLING}
+    )
+    kubectl("apply", "-f", str(tmp_path / "ns.yaml"))
+    kubectl("apply", "-f", str(tmp_path / "a.yaml"))
+    write(tmp_path, {"b.yaml": RECREATE})
+    # What the real kubectl sends for this change (a server-side dry run changes nothing).
+    sent = kubectl.run("apply", "--dry-run=server", "-v=9", "-f", str(tmp_path / "b.yaml")).stderr
+    path = "/apis/apps/v1/namespaces/team/deployments/web"
+    live = kube(sim).get(path)
+    patch, kind = apply_patch(yaml.safe_load(RECREATE), live)
+    assert kind == "strategic"
+    assert go_json(patch) == kubectl_patch_body(sent)
+    assert patch["spec"]["strategy"] == {"$retainKeys": ["type"], "rollingUpdate": None, "type": "Recreate"}
+
+    applied = module_runner(apply, sim, {"src": "b.yaml"})
+    assert actions(applied) == {"Deployment/web": "configured"}
+    after = kube(sim).get(path)["spec"]
+    assert after["strategy"] == {"type": "Recreate"}
+    assert [e["name"] for e in after["template"]["spec"]["containers"][0]["env"]] == ["B", "A", "C"]
+    assert "deployment.apps/web unchanged" in kubectl("apply", "-f", str(tmp_path / "b.yaml"))
+    again = module_runner(apply, sim, {"src": "b.yaml"})
+    assert (again.changed, actions(again)) == (False, {"Deployment/web": "unchanged"})
