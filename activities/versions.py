@@ -24,7 +24,8 @@ from pitstop.versions.facts import FactsError, facts_by_node
 from pitstop.versions.validation import validation_states
 
 CONTROL_PLANE_SELECTOR = "component in (kube-apiserver,kube-controller-manager,kube-scheduler)"
-KUBE_PROXY_SELECTOR = "k8s-app=kube-proxy"  # kubeadm's (and most distributions') label
+# kubeadm's (and most distributions') DaemonSet label, and GKE's static pods' (`component`).
+KUBE_PROXY_SELECTORS = ("k8s-app=kube-proxy", "component=kube-proxy")
 WORKLOAD_PATHS = ("/apis/apps/v1/deployments", "/apis/apps/v1/daemonsets", "/apis/apps/v1/statefulsets")
 HELM_DEPLOYED = "owner=helm,status=deployed"
 HELM_TYPE = f"type={SECRET_TYPE}"
@@ -73,12 +74,14 @@ def read_cluster(kube: Kube, args: VersionsArgs, ssh_facts: Any, notes: list[str
         notes,
         lambda: kube.list("/api/v1/namespaces/kube-system/pods", label_selector=CONTROL_PLANE_SELECTOR),
     )
-    proxy_pods = _optional(
-        kube,
-        "kube-system kube-proxy pods",
-        notes,
-        lambda: kube.list("/api/v1/namespaces/kube-system/pods", label_selector=KUBE_PROXY_SELECTOR),
-    )
+    proxy_pods: list[Obj] = []
+    for selector in KUBE_PROXY_SELECTORS:
+        proxy_pods += _optional(
+            kube,
+            f"kube-system pods {selector}",
+            notes,
+            functools.partial(kube.list, "/api/v1/namespaces/kube-system/pods", label_selector=selector),
+        )
     workloads: list[Obj] = []
     for path in WORKLOAD_PATHS:
         workloads += _optional(kube, path.rsplit("/", 1)[-1], notes, functools.partial(kube.list, path))

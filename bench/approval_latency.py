@@ -184,10 +184,10 @@ async def bench(gates: int) -> list[Gate]:
             "PITSTOP_MODULES": "_common",
             "PYTHONPATH": os.pathsep.join(p for p in pythonpath if p),
         }
-        pitstop_cli(env, "dev", "up", timeout=180)
         worker = WorkerProcess(env, home)
         bridge: subprocess.Popen[bytes] | None = None
         try:
+            pitstop_cli(env, "dev", "up", timeout=180)
             worker.start()
             port = free_port()
             bridge = start_bridge(env, port, home / "logs" / "bridge.log")
@@ -196,11 +196,11 @@ async def bench(gates: int) -> list[Gate]:
                 clicker = Clicker(url=f"http://127.0.0.1:{port}/slack/events", http=http)
                 return await measure(env, slack, clicker, gates)
         finally:
+            await slack.stop()
             if bridge is not None:
                 stop(bridge)
             worker.stop()
             pitstop_cli(env, "dev", "down", timeout=120)
-            await slack.stop()
 
 
 def report(gates: list[Gate]) -> None:

@@ -107,10 +107,14 @@ def _warnings(result: dict[str, Any]) -> list[tuple[int | None, str]]:
         return [(None, _text(found))] if found.strip() else []
     out: list[tuple[int | None, str]] = []
     for warning in found or []:
+        if warning is None:  # dcgmi 3.x indexes its warnings array with gaps, leaving nulls
+            continue
         if isinstance(warning, dict):
             code = warning.get("error_id")
             # 3.x writes the software tests' text under "warnings" instead of "warning".
             text = warning.get("warning", warning.get("warnings", ""))
+            if code is not None and not (isinstance(code, int) or str(code).isdigit()):
+                raise DiagParseError(f"an error_id is {code!r}, not a DCGM error code")
             out.append((int(code) if code is not None else None, _text(text)))
         else:
             out.append((None, _text(warning)))
@@ -165,7 +169,7 @@ def parse_dcgm_diag(text: str) -> DiagReport:
     runtime_error = _text(root.get("runtime_error", ""))
     failures: list[DiagFinding] = []
     warnings: list[DiagFinding] = []
-    runs = 0
+    runs = skipped = 0
     # nvvs itself writes `null` between tests; skip anything that is not an object.
     for category in _objects(root.get("test_categories")):
         cat_name = str(category.get("category", "?"))
@@ -175,6 +179,7 @@ def parse_dcgm_diag(text: str) -> DiagReport:
             for result in _objects(test.get("results")):
                 runs += 1
                 status = str(result.get("status", "")).strip().lower()
+                skipped += status == "skip"
                 if status in FAILING:
                     failures += _findings(cat_name, name, result)
                 elif status == "warn":
@@ -191,6 +196,12 @@ def parse_dcgm_diag(text: str) -> DiagReport:
         )  # fmt: skip
     if runs == 0:
         raise DiagParseError("DCGM output lists no test results")
+    if not failures and runs == skipped:
+        # Nothing was checked (an unsupported GPU, a missing plugin): that does not pass a node.
+        return DiagReport(
+            passed=False, version=version, tests_run=runs, failures=[], warnings=warnings,
+            runtime_error=f"every one of the {runs} test results was skipped: nothing was checked",
+        )  # fmt: skip
     return DiagReport(
         passed=not failures,
         version=version,

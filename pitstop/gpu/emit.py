@@ -108,8 +108,8 @@ def dcgm_diag_json(
                     result["warnings"] = [
                         _dcgm_warning(test, gpu, text_key="warning" if per_gpu else "warnings")
                     ]
-            else:
-                result = {"gpu_ids": str(gpu) if per_gpu else ",".join(str(g) for g in range(n))}
+            else:  # 2.x: the software tests' results name no GPU (Diag.cpp 2.4.7)
+                result = {"gpu_ids": str(gpu)} if per_gpu else {}
                 result["status"] = "Fail" if failed else "Pass"
                 if failed:
                     result["warnings"] = _dcgm_warning(test, gpu)["warning"]

@@ -21,6 +21,7 @@ a skipped row could be the one with the wrong results.
 
 from __future__ import annotations
 
+import math
 import re
 
 from pydantic import BaseModel
@@ -66,7 +67,8 @@ class NcclResult(BaseModel):
 # writes `(head, rank=0, pid=3808) ` first).
 _TAG = re.compile(r"^.*?\[\d+,\d+\]<std(?:out|err)>:")
 _NUMBER = r"[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?"
-_AVG = re.compile(rf"^#\s*Avg bus bandwidth\s*:\s*({_NUMBER}|nan|inf)", re.M | re.I)
+# glibc prints a 0/0 average as `-nan`.
+_AVG = re.compile(rf"^#\s*Avg bus bandwidth\s*:\s*({_NUMBER}|[-+]?nan|[-+]?inf)", re.M | re.I)
 _OOB = re.compile(r"^#\s*Out of bounds values\s*:\s*(\d+)", re.M)
 _VERSION = re.compile(r"^#\s*nccl-tests version\s+(\S+)", re.M)
 _DEVICE = re.compile(r"^#\s*Rank\s+\d+.*?device\s+\d+\s+\[[^\]]*\]\s+(.+?)\s*$", re.M)
@@ -198,6 +200,8 @@ def nccl_check_problems(result: NcclResult) -> list[str]:
     empty when they all passed. Validation off (`-c 0`) is a problem too: a bandwidth figure
     without a data check cannot pass a node."""
     problems = []
+    if not math.isfinite(result.avg_busbw_gbps):
+        problems.append(f"the average bus bandwidth is {result.avg_busbw_gbps} (no valid measurement)")
     wrong = [r for r in result.rows if (r.wrong or 0) + (r.inplace_wrong or 0)]
     if wrong:
         problems.append(f"{result.wrong_total:,} wrong elements (data corruption) at {_sizes(wrong)}")

@@ -315,8 +315,8 @@ def _diff_lists(
         return {key: copy.deepcopy(new)} if additions and new else {}
     if merge_key is None:  # primitives merged as a set
         out: Obj = {}
-        added = [item for item in new if not any(same(item, o) for o in old)]
-        removed = sorted((item for item in old if not any(same(item, n) for n in new)), key=str)
+        added = _unique([item for item in new if not any(same(item, o) for o in old)])
+        removed = sorted(_unique([i for i in old if not any(same(i, n) for n in new)]), key=go_json)
         if additions and added:
             out[key] = added
         if deletions and removed:
@@ -324,29 +324,43 @@ def _diff_lists(
         if (deletions and removed) or (additions and not same(old, new)):
             out[SET_ORDER + key] = copy.deepcopy(new)
         return out
-    if not all(isinstance(item, dict) and merge_key in item for item in [*old, *new]):
+    if not isinstance(merge_key, str) or not all(
+        isinstance(i, dict) and merge_key in i for i in [*old, *new]
+    ):
         return {key: copy.deepcopy(new)} if additions and not same(old, new) else {}
-    before = {item[merge_key]: item for item in old}
-    after = {item[merge_key] for item in new}
+    # Items sharing a key value (a port 53 for TCP and one for UDP) pair up in order, as
+    # apimachinery's diffListsOfMaps walks both lists sorted by key.
+    before: dict[str, list[Any]] = {}
+    for item in old:
+        before.setdefault(_identity(item, merge_key), []).append(item)
     retain = retains_keys(key, path[-1] if path else "")
     items: list[Any] = []
     for item in new:
-        match = before.get(item[merge_key])
-        if match is None:
+        matches = before.get(_identity(item, merge_key))
+        if not matches:
             if additions:
                 items.append(copy.deepcopy(item))
             continue
+        match = matches.pop(0)
         sub = _diff_maps(match, item, (*path, key), additions=additions, deletions=deletions, retain=retain)
         if sub:
             items.append({**sub, merge_key: item[merge_key]})
     if deletions:
-        gone = sorted((k for k in before if k not in after), key=str)
+        gone = sorted((m[merge_key] for left in before.values() for m in left), key=str)
         items.extend({merge_key: k, "$patch": "delete"} for k in gone)
     result: Obj = {key: items} if items else {}
     reordered = [item[merge_key] for item in old] != [item[merge_key] for item in new]
     if (additions and (items or reordered)) or (deletions and items):
         result[SET_ORDER + key] = [{merge_key: item[merge_key]} for item in new]
     return result
+
+
+def _unique(items: list[Any]) -> list[Any]:
+    out: list[Any] = []
+    for item in items:
+        if not any(same(item, seen) for seen in out):
+            out.append(item)
+    return out
 
 
 def _without_directives(value: Any) -> tuple[Any, bool]:

@@ -37,7 +37,6 @@ from pitstop.versions.detect import (
     detect_cluster,
     detect_nodes,
     images_of,
-    repository_matches,
     split_image,
 )
 
@@ -358,20 +357,25 @@ def _skew(found_by: Mapping[str, Found | None], current: Mapping[str, str], view
     )
 
 
+# GKE's static pods run `gke.gcr.io/kube-proxy-amd64:v1.30.5-gke.1014001`.
+_KUBE_PROXY_REPOSITORY = re.compile(r"(^|/)kube-proxy(-amd64|-arm64)?$")
+
+
 def _kube_proxy_tag(obj: dict[str, Any]) -> str | None:
     for image in images_of(obj):
         repository, tag = split_image(image)
-        if repository_matches(repository, "kube-proxy") and tag:
+        if _KUBE_PROXY_REPOSITORY.search(repository) and tag:
             return tag
     return None
 
 
 def kube_proxy_versions(view: ClusterView) -> dict[str, str]:
-    """Each node's kube-proxy version, from the image its kube-proxy pod runs, else from the
-    kube-system/kube-proxy DaemonSet's image for every node (a DaemonSet runs on all of them).
-    Never from `nodeInfo.kubeProxyVersion`: the kubelet fills that with its own version, and
-    from Kubernetes 1.33 leaves it empty (KEP-4004). No kube-proxy at all (a CNI that replaces
-    it, such as Cilium's) gives no versions, so its skew is not judged."""
+    """Each node's kube-proxy version, from the image its kube-proxy pod runs (kubeadm's
+    DaemonSet pods, GKE's static pods), else from the kube-system/kube-proxy DaemonSet's image
+    for every node when it runs on some (GKE keeps one that matches no node). Never from
+    `nodeInfo.kubeProxyVersion`: the kubelet fills that with its own version, and from
+    Kubernetes 1.33 leaves it empty (KEP-4004). No kube-proxy at all (a CNI that replaces it,
+    such as Cilium's) gives no versions, so its skew is not judged."""
     by_pod = {
         str(pod.get("spec", {}).get("nodeName")): tag
         for pod in view.proxy_pods
@@ -382,8 +386,10 @@ def kube_proxy_versions(view: ClusterView) -> dict[str, str]:
     for workload in view.workloads:
         meta = workload.get("metadata") or {}
         # List items carry no kind; kube-system/kube-proxy is the DaemonSet by every installer.
-        if (meta.get("namespace"), meta.get("name")) == ("kube-system", "kube-proxy"):
-            tag = _kube_proxy_tag(workload)
-            if tag:
-                return {name_of(n): tag for n in view.nodes}
+        if (meta.get("namespace"), meta.get("name")) != ("kube-system", "kube-proxy"):
+            continue
+        scheduled = (workload.get("status") or {}).get("desiredNumberScheduled")
+        tag = _kube_proxy_tag(workload)
+        if tag and (scheduled is None or scheduled > 0):
+            return {name_of(n): tag for n in view.nodes}
     return {}

@@ -3,13 +3,14 @@ real formats (tests/unit/samples)."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
 
 from pitstop.gpu.cuda import CudaParseError, parse_device_query, parse_p2p
 from pitstop.gpu.dcgm import DCGM_FR_CODES, DiagParseError, parse_dcgm_diag
-from pitstop.gpu.nccl import NcclParseError, parse_nccl
+from pitstop.gpu.nccl import NcclParseError, nccl_check_problems, parse_nccl
 
 SAMPLES = Path(__file__).parent / "samples"
 
@@ -176,3 +177,47 @@ def test_dcgm_runtime_error_and_newer_codes_are_reported() -> None:
 
     assert reason_name(120) == "DCGM_FR_FALLEN_OFF_BUS"
     assert reason_name(140) == "DCGM_FR_140 (an error code newer than DCGM 4.6)"
+
+
+def test_a_nan_average_is_a_failed_measurement_not_a_pass() -> None:
+    # glibc prints 0/0 as "-nan"; a NaN compares false with every minimum.
+    real = (
+        Path(__file__).parents[1]
+        / "fixtures"
+        / "real"
+        / "nccl"
+        / "all_reduce_unknownver_16xH100_2node_a3mega.txt"
+    )
+    text = real.read_text().replace("# Avg bus bandwidth    : 70.742", "# Avg bus bandwidth    : -nan")
+    result = parse_nccl(text)
+    assert nccl_check_problems(result) == ["the average bus bandwidth is nan (no valid measurement)"]
+
+
+def test_a_dcgm_run_where_every_test_was_skipped_does_not_pass() -> None:
+    from pitstop.gpu import emit
+
+    text = emit.dcgm_diag_json(2, 2, [], version="3.3.7").replace('"Pass"', '"Skip"')
+    report = parse_dcgm_diag(text)
+    assert not report.passed
+    assert report.summary() == (
+        "DCGM diag could not run: every one of the 13 test results was skipped: nothing was checked"
+    )
+
+
+def test_dcgm_null_warnings_are_skipped_and_a_bad_error_id_is_refused() -> None:
+    doc = {
+        "DCGM GPU Diagnostic": {
+            "test_categories": [
+                {"category": "Hardware", "tests": [{"name": "GPU Memory", "results": [
+                    {"gpu_id": "0", "status": "Fail", "warnings": [None, {"error_id": 52, "warning": "bad"}]}
+                ]}]}
+            ]
+        }
+    }  # fmt: skip
+    [failure] = parse_dcgm_diag(json.dumps(doc)).failures
+    assert (failure.reason, failure.message) == ("DCGM_FR_FAULTY_MEMORY", "bad")
+    doc["DCGM GPU Diagnostic"]["test_categories"][0]["tests"][0]["results"][0]["warnings"] = [
+        {"error_id": "x"}
+    ]
+    with pytest.raises(DiagParseError, match="an error_id is 'x', not a DCGM error code"):
+        parse_dcgm_diag(json.dumps(doc))

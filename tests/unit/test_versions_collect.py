@@ -444,6 +444,25 @@ def test_kube_proxy_versions_come_from_its_images_never_from_node_info() -> None
     assert inventory(platform_view(nodes=nodes)).skew.kube_proxies == {}
 
 
+def test_gke_kube_proxy_static_pods_are_read_and_its_idle_daemonset_is_not() -> None:
+    # GKE runs kube-proxy as static pods (label component=kube-proxy, image kube-proxy-amd64)
+    # and keeps a kube-system/kube-proxy DaemonSet that matches no node.
+    nodes = [
+        node("gke-pool-1-a", kubelet="v1.30.5-gke.1014001"),
+        node("gke-pool-1-b", kubelet="v1.30.5-gke.1014001"),
+    ]
+    static = proxy_pod("gke-pool-1-a", "v1.30.5-gke.1014001")
+    static["metadata"]["labels"] = {"component": "kube-proxy", "tier": "node"}
+    static["spec"]["containers"][0]["image"] = "gke.gcr.io/kube-proxy-amd64:v1.30.5-gke.1014001"
+    view = platform_view(nodes=nodes, proxy_pods=[static])
+    assert inventory(view).skew.kube_proxies == {"gke-pool-1-a": "v1.30.5-gke.1014001"}
+    idle = workload(
+        "DaemonSet", "kube-system", "kube-proxy", "gke.gcr.io/kube-proxy-amd64:v1.30.5-gke.1014001"
+    )
+    idle["status"] = {"desiredNumberScheduled": 0}
+    assert inventory(platform_view(nodes=nodes, workloads=[*PLATFORM_IMAGES, idle])).skew.kube_proxies == {}
+
+
 def test_an_ha_control_plane_mid_upgrade_reports_every_version_oldest_first() -> None:
     pods = [
         control_plane_pod(component, node_name, version)

@@ -353,3 +353,41 @@ def test_the_patch_is_the_one_kubectl_sends_with_retain_keys_and_element_order(
     assert "deployment.apps/web unchanged" in kubectl("apply", "-f", str(tmp_path / "b.yaml"))
     again = module_runner(apply, sim, {"src": "b.yaml"})
     assert (again.changed, actions(again)) == (False, {"Deployment/web": "unchanged"})
+
+
+DNS = """\
+apiVersion: apps/v1
+kind: Deployment
+metadata: {name: dns, namespace: team}
+spec:
+  selector: {matchLabels: {app: dns}}
+  template:
+    metadata: {labels: {app: dns}}
+    spec:
+      containers:
+        - name: c
+          image: registry.local/dns:1
+          ports: [{containerPort: 53, protocol: UDP}, {containerPort: 53, protocol: TCP}]
+"""
+
+
+def test_list_items_sharing_a_merge_key_are_paired_in_order_as_kubectl_does(
+    start_sim: StartSim,
+    module_runner: ModuleRunner,
+    kubectl_for: Callable[[SimCluster], Kubectl],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # Container ports merge on containerPort alone, so DNS's 53/UDP and 53/TCP share a key; a
+    # lookup by key compared UDP with TCP and patched an unchanged object on every apply.
+    sim = start_sim(CLUSTER)
+    kubectl = kubectl_for(sim)
+    monkeypatch.setenv("PITSTOP_RUNBOOK_DIR", str(tmp_path))
+    write(tmp_path, {"ns.yaml": "apiVersion: v1\nkind: Namespace\nmetadata: {name: team}\n", "dns.yaml": DNS})
+    kubectl("apply", "-f", str(tmp_path / "ns.yaml"))
+    assert "deployment.apps/dns created" in kubectl("apply", "-f", str(tmp_path / "dns.yaml"))
+    assert "deployment.apps/dns unchanged" in kubectl("apply", "-f", str(tmp_path / "dns.yaml"))
+    live = kube(sim).get("/apis/apps/v1/namespaces/team/deployments/dns")
+    assert apply_patch(yaml.safe_load(DNS), live)[0] == {}
+    again = module_runner(apply, sim, {"src": "dns.yaml"})
+    assert (again.changed, actions(again)) == (False, {"Deployment/dns": "unchanged"})
