@@ -25,6 +25,7 @@ from pitstop.module_args.gpu import (
     DCGM_DIAG,
     NCCL_TEST,
     P2P_CHECK,
+    BaselineCheck,
     CudaCheckArgs,
     DcgmDiagArgs,
     NcclTestArgs,
@@ -64,6 +65,30 @@ def _checked(call: ModuleCall, what: str) -> ModuleResult | None:
     if call.check_mode:
         return ModuleResult(changed=False, msg=f"would run {what} as a Job on {call.host}")
     return None
+
+
+def _against_baseline(
+    store: str | None,
+    args: BaselineCheck,
+    metric: str,
+    value: float,
+    data: dict[str, Any],
+    problems: list[str],
+) -> bool:
+    """Compare `value` with the pool's recorded `metric` when the task names a baseline; the
+    deviation goes to `data["baseline"]` (None when the baseline lacks the metric), a drop past
+    the allowed one to `problems`. Whether the figure was judged against a baseline."""
+    if not (args.baseline_product and args.baseline_pool):
+        return False
+    baseline = load_baseline(store, args.baseline_product, args.baseline_pool)
+    if metric not in baseline.metrics:
+        data["baseline"] = None
+        return False
+    [dev] = compare(baseline, {metric: value}, {metric: Threshold(max_deviation_pct=args.max_deviation_pct)})
+    data["baseline"] = dev.model_dump()
+    if not dev.ok:
+        problems.append(dev.describe())
+    return True
 
 
 @module_activity(DCGM_DIAG)
@@ -115,19 +140,7 @@ def nccl_test(call: ModuleCall, args: NcclTestArgs) -> ModuleResult:
     problems += nccl_check_problems(result)
     if args.min_busbw_gbps is not None and busbw < args.min_busbw_gbps:
         problems.append(f"avg bus bandwidth {busbw:g} GB/s is below the minimum {args.min_busbw_gbps:g} GB/s")
-    if args.baseline_product and args.baseline_pool:
-        baseline = load_baseline(store, args.baseline_product, args.baseline_pool)
-        if "nccl_busbw_gbps" in baseline.metrics:
-            [dev] = compare(
-                baseline,
-                {"nccl_busbw_gbps": busbw},
-                {"nccl_busbw_gbps": Threshold(max_deviation_pct=args.max_deviation_pct)},
-            )
-            data["baseline"] = dev.model_dump()
-            if not dev.ok:
-                problems.append(dev.describe())
-        else:
-            data["baseline"] = None
+    _against_baseline(store, args, "nccl_busbw_gbps", busbw, data, problems)
     if problems:
         return ModuleResult(
             failed=True, msg=f"{args.binary} on {call.host}: " + "; ".join(problems), data=data
@@ -193,19 +206,8 @@ def p2p_check(call: ModuleCall, args: P2PCheckArgs) -> ModuleResult:
         problems.append(f"the Job failed ({job.msg})")
     if floor is not None and slowest < floor:
         problems.append(f"slowest GPU pair {slowest:g} GB/s is below {floor:g} GB/s, {judged_by}")
-    judged = floor is not None
-    if args.baseline_product and args.baseline_pool:
-        baseline = load_baseline(store, args.baseline_product, args.baseline_pool)
-        judged = judged or "p2p_min_peer_gbps" in baseline.metrics
-        if "p2p_min_peer_gbps" in baseline.metrics:
-            [dev] = compare(
-                baseline,
-                {"p2p_min_peer_gbps": slowest},
-                {"p2p_min_peer_gbps": Threshold(max_deviation_pct=args.max_deviation_pct)},
-            )
-            data["baseline"] = dev.model_dump()
-            if not dev.ok:
-                problems.append(dev.describe())
+    by_baseline = _against_baseline(store, args, "p2p_min_peer_gbps", slowest, data, problems)
+    judged = floor is not None or by_baseline
     if problems:
         return ModuleResult(failed=True, msg="p2p: " + "; ".join(problems), data=data)
     if not judged:

@@ -180,6 +180,81 @@ def _tool_version(text: str) -> tuple[int, ...]:
     return tuple(int(part) for part in digits.group(1).split(".")) if digits else ()
 
 
+# The table header as each layout's printf writes it (NVIDIA/nccl-tests): before 2.10
+# all_reduce.cu's print_header with a 6-wide type, 2.10-2.12 with an 8-wide one, 2.13
+# common.cu, 2.17 and later util.cu's writeResultHeader (no timestamps). Per layout: the
+# line above, the names' and the units' formats.
+_OLD_NAMES = (
+    "size",
+    "count",
+    "type",
+    "redop",
+    "time",
+    "algbw",
+    "busbw",
+    "error",
+    "time",
+    "algbw",
+    "busbw",
+    "error",
+)
+_OLD_UNITS = ("(B)", "(elements)", "", "", "(us)", "(GB/s)", "(GB/s)", "", "(us)", "(GB/s)", "(GB/s)", "")
+_NAMES = (
+    "size",
+    "count",
+    "type",
+    "redop",
+    "root",
+    "time",
+    "algbw",
+    "busbw",
+    "#wrong",
+    "time",
+    "algbw",
+    "busbw",
+    "#wrong",
+)
+_UNITS = ("(B)", "(elements)", "", "", "", "(us)", "(GB/s)", "(GB/s)", "", "(us)", "(GB/s)", "(GB/s)", "")
+_ABOVE = "out-of-place                       in-place          "
+_NCCL_HEADERS: dict[str, tuple[str, str, str, tuple[str, ...], tuple[str, ...]]] = {
+    "2.0": (
+        "# %10s  %12s  %6s  %6s            " + _ABOVE,
+        "# %10s  %12s  %6s  %6s  %7s  %6s  %6s  %5s  %7s  %6s  %6s  %5s",
+        "# %10s  %12s  %6s  %6s  %7s  %6s  %6s  %5s  %7s  %6s  %6s  %5s",
+        _OLD_NAMES,
+        _OLD_UNITS,
+    ),
+    "2.10": (
+        "# %10s  %12s  %8s  %6s            " + _ABOVE,
+        "# %10s  %12s  %8s  %6s  %7s  %6s  %6s  %5s  %7s  %6s  %6s  %5s",
+        "# %10s  %12s  %8s  %6s  %7s  %6s  %6s  %5s  %7s  %6s  %6s  %5s",
+        _OLD_NAMES,
+        _OLD_UNITS,
+    ),
+    "2.13": (
+        "# %10s  %12s  %8s  %6s  %6s           " + _ABOVE,
+        "# %10s  %12s  %8s  %6s  %6s  %7s  %6s  %6s %6s  %7s  %6s  %6s %6s",
+        "# %10s  %12s  %8s  %6s  %6s  %7s  %6s  %6s  %5s  %7s  %6s  %6s  %5s",
+        _NAMES,
+        _UNITS,
+    ),
+    "2.17": (
+        "# %10s  %12s  %8s  %6s  %6s           " + _ABOVE,
+        "# %10s  %12s  %8s  %6s  %6s  %7s  %6s  %6s  %6s  %7s  %6s  %6s  %6s ",
+        "# %10s  %12s  %8s  %6s  %6s  %7s  %6s  %6s  %6s  %7s  %6s  %6s  %6s ",
+        _NAMES,
+        _UNITS,
+    ),
+}
+
+
+def _nccl_header(release: tuple[int, ...]) -> list[str]:
+    since = {"2.17": (2, 17), "2.13": (2, 13), "2.10": (2, 10), "2.0": ()}
+    layout = next(name for name, first in since.items() if release >= first)
+    above, names_format, units_format, names, units = _NCCL_HEADERS[layout]
+    return [above % (("",) * above.count("%")), names_format % names, units_format % units]
+
+
 def nccl_all_reduce(
     node: str, product: str, gpus: int, busbw_gbps: float, version: str = "2.13.10", nccl: str = "2.21.5"
 ) -> str:
@@ -212,33 +287,8 @@ def nccl_all_reduce(
             )
     if newest:
         lines.append(f"NCCL version {nccl}+cuda12.4")
-    if old:
-        lines += [
-            "#",
-            "#" + " " * 53 + "out-of-place" + " " * 23 + "in-place",
-            "#       size         count    type   redop     time   algbw   busbw  error"
-            "     time   algbw   busbw  error",
-            "#        (B)    (elements)                     (us)  (GB/s)  (GB/s)"
-            "            (us)  (GB/s)  (GB/s)",
-        ]
-    elif newest:
-        lines += [
-            "#",
-            "#" + " " * 62 + "out-of-place" + " " * 23 + "in-place          ",
-            "#       size         count      type   redop    root     time   algbw   busbw  #wrong"
-            "     time   algbw   busbw  #wrong ",
-            "#        (B)    (elements)                               (us)  (GB/s)  (GB/s)         "
-            "    (us)  (GB/s)  (GB/s)         ",
-        ]
-    else:
-        lines += [
-            "#",
-            "#" + " " * 62 + "out-of-place" + " " * 23 + "in-place          ",
-            "#       size         count      type   redop    root     time   algbw   busbw #wrong"
-            "     time   algbw   busbw #wrong",
-            "#        (B)    (elements)                               (us)  (GB/s)  (GB/s)"
-            "            (us)  (GB/s)  (GB/s)       ",
-        ]
+    lines.append("#")
+    lines += _nccl_header(release)
     factor = 2 * (n - 1) / n if n > 1 else 1.0
     # Message sizes 64 MiB .. 4 GiB; bandwidth ramps up with size. Rows are scaled so that
     # the reported average is exactly `busbw_gbps`: the figure a node profile states is the

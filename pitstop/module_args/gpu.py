@@ -30,14 +30,19 @@ class DcgmDiagArgs(ValidationJob):
     )
 
 
-class NcclTestArgs(ValidationJob):
-    min_busbw_gbps: float | None = Field(
-        default=None, ge=0, description="Fail below this average bus bandwidth."
-    )
+class BaselineCheck(ValidationJob):
+    """A figure compared with a node pool's recorded baseline (`baseline.record`)."""
+
     baseline_product: str | None = Field(default=None, description="Compare with this product's baseline…")
     baseline_pool: str | None = Field(default=None, description="…of this node pool (baseline.record).")
     max_deviation_pct: float = Field(default=5.0, ge=0, description="Allowed drop below the baseline.")
     baseline_store: str | None = Field(default=None, description="Baseline directory (see baseline.record).")
+
+
+class NcclTestArgs(BaselineCheck):
+    min_busbw_gbps: float | None = Field(
+        default=None, ge=0, description="Fail below this average bus bandwidth."
+    )
     image: str = Field(default="ghcr.io/nvidia/nccl-tests:2.13.10", description="nccl-tests image.")
     binary: str = Field(default="all_reduce_perf", description="nccl-tests binary.")
     min_bytes: str = Field(default="1M")
@@ -49,7 +54,7 @@ class CudaCheckArgs(ValidationJob):
     image: str = Field(default="nvcr.io/nvidia/k8s/cuda-sample:devicequery", description="deviceQuery image.")
 
 
-class P2PCheckArgs(ValidationJob):
+class P2PCheckArgs(BaselineCheck):
     min_peer_gbps: float | None = Field(
         default=None,
         ge=0,
@@ -58,10 +63,6 @@ class P2PCheckArgs(ValidationJob):
             "node's GPU product and count (pitstop/data/gpu-p2p.yaml); none for other hardware."
         ),
     )
-    baseline_product: str | None = Field(default=None, description="Compare with this product's baseline…")
-    baseline_pool: str | None = Field(default=None, description="…of this node pool (baseline.record).")
-    max_deviation_pct: float = Field(default=5.0, ge=0, description="Allowed drop below the baseline.")
-    baseline_store: str | None = Field(default=None, description="Baseline directory (see baseline.record).")
     image: str = Field(default="nvcr.io/nvidia/k8s/cuda-sample:p2pbandwidthlatencytest", description="Image.")
 
 

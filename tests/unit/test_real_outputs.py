@@ -147,18 +147,20 @@ def test_p2p_matrices_of_an_8_gpu_a100_node() -> None:
 
 
 def _header(text: str) -> list[str]:
-    """The three lines that lay out an nccl-tests table (out-of-place/in-place, names, units)."""
+    """The three lines that lay out an nccl-tests table (out-of-place/in-place, names, units),
+    without trailing blanks (outputs pasted into issues often lost them)."""
     lines = text.splitlines()
     at = next(
         i for i, line in enumerate(lines) if line.startswith("#") and " size " in line and "count" in line
     )
-    return lines[at - 1 : at + 2]
+    return [line.rstrip() for line in lines[at - 1 : at + 2]]
 
 
 @pytest.mark.parametrize(
     ("version", "real_file"),
     [
-        ("2.11.0", "all_reduce_oldfmt_error_col_12xV100_dgx2_ok.txt"),
+        # `Rank N Pid` without `Group`, a 6-wide type column: before 2.10.
+        ("2.9.0", "all_reduce_oldfmt_error_col_12xV100_dgx2_ok.txt"),
         ("2.13.10", "all_reduce_unknownver_16xH100_2node_a3mega.txt"),
         ("2.18.3", "all_reduce_2.18.3_nccl2.30.3_16gpu_2node_p2pdisabled.txt"),
     ],

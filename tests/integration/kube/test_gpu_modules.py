@@ -3,7 +3,14 @@ validation pods print the output format of the tool version their image names.""
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pytest
+
+from activities.baseline import save
 from activities.gpu import dcgm_diag, nccl_test, p2p_check
+from pitstop.baseline import Baseline, Reference
 from tests.integration.kube.conftest import ModuleRunner, StartSim
 
 CLUSTER = """
@@ -73,3 +80,25 @@ def test_nccl_and_dcgm_read_the_format_of_the_image_they_ran(
         assert failed.failed
         assert failed.msg.startswith("DCGM diag failed: GPU Memory on GPU 0: DCGM_FR_FAULTY_MEMORY:")
         assert failed.data["version"] == version
+
+
+def test_hardware_without_a_floor_is_judged_against_its_own_baseline(
+    start_sim: StartSim, module_runner: ModuleRunner, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    sim = start_sim(CLUSTER)
+    monkeypatch.setenv("PITSTOP_BASELINE_DIR", str(tmp_path))
+    args = {**FAST, "baseline_product": "NVIDIA-L40S", "baseline_pool": "inference"}
+    for recorded, failed in ((372.0, False), (420.0, True)):
+        reference = Reference(value=recorded, unit="GB/s", recorded_at=datetime.now(UTC))
+        save(
+            None, Baseline(product="NVIDIA-L40S", pool="inference", metrics={"p2p_min_peer_gbps": reference})
+        )
+        result = module_runner(p2p_check, sim, args, host="gpu-node-003")
+        assert result.failed is failed
+        assert result.data["baseline"]["baseline"] == recorded
+        if failed:
+            assert result.msg == (
+                "p2p: p2p_min_peer_gbps 370 GB/s is 11.9% below the baseline 420 GB/s (allowed 5%)"
+            )
+        else:
+            assert result.msg == "p2p: slowest GPU pair 370 GB/s, within its baseline"
