@@ -100,13 +100,18 @@ def test_the_specs_never_import_the_lookups() -> None:
     assert offenders == []
 
 
-def test_a_site_module_lists_its_specs_and_cannot_take_a_shipped_name(tmp_path: Path) -> None:
-    (tmp_path / "site_mods.py").write_text(
+def site_module(root: Path) -> dict[str, str]:
+    """A site's module file `site_mods` declaring `site.hello`, and the environment naming it."""
+    (root / "site_mods.py").write_text(
         "from pitstop.module_spec import ModuleArgs, ModuleSpec\n"
         "class NoArgs(ModuleArgs):\n"
         "    pass\n"
         "SPECS = [ModuleSpec(name='site.hello', args_model=NoArgs, summary='a site module')]\n"
     )
+    return {**os.environ, "PITSTOP_MODULES": "site_mods", "PYTHONPATH": str(root)}
+
+
+def test_a_site_module_lists_its_specs_and_cannot_take_a_shipped_name(tmp_path: Path) -> None:
     code = (
         "from pitstop.modules import get_module, module_names, register\n"
         "from pitstop.module_spec import ModuleSpec\n"
@@ -118,7 +123,7 @@ def test_a_site_module_lists_its_specs_and_cannot_take_a_shipped_name(tmp_path: 
         "except ValueError as exc:\n"
         "    print(exc)\n"
     )
-    env = {**os.environ, "PITSTOP_MODULES": "site_mods", "PYTHONPATH": str(tmp_path)}
+    env = site_module(tmp_path)
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=120)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "module 'kube.drain' registered twice"
@@ -145,18 +150,12 @@ def test_a_lookup_by_name_finds_the_catalogues_spec_loading_only_its_family() ->
 
 
 def test_a_site_modules_lookup_and_registration_load_no_shipped_family(tmp_path: Path) -> None:
-    (tmp_path / "site_mods.py").write_text(
-        "from pitstop.module_spec import ModuleArgs, ModuleSpec\n"
-        "class NoArgs(ModuleArgs):\n"
-        "    pass\n"
-        "SPECS = [ModuleSpec(name='site.hello', args_model=NoArgs, summary='a site module')]\n"
-    )
     code = (
         "import sys; from pitstop.modules import get_module; assert get_module('site.hello');"
         "print(sorted(m for m in sys.modules"
         " if m.startswith('pitstop.module_args.') or m.endswith('_catalog')))"
     )
-    env = {**os.environ, "PITSTOP_MODULES": "site_mods", "PYTHONPATH": str(tmp_path)}
+    env = site_module(tmp_path)
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=60)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "[]"

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -254,6 +255,38 @@ def test_bad_manifests_and_arguments_are_explained(
     assert kube(sim).get_or_none("/api/v1/namespaces/default/configmaps/ok") is None
 
 
+@dataclass
+class Interop:
+    """The rehearsal cluster with namespace `team`, the real kubectl on it, and a runbook
+    directory for pitstop's manifests."""
+
+    sim: SimCluster
+    kubectl: Kubectl
+    root: Path
+
+    def write(self, name: str, text: str) -> Path:
+        write(self.root, {name: text})
+        return self.root / name
+
+
+@pytest.fixture
+def interop(
+    start_sim: StartSim,
+    kubectl_for: Callable[[SimCluster], Kubectl],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> Interop:
+    sim = start_sim(CLUSTER)
+    monkeypatch.setenv("PITSTOP_RUNBOOK_DIR", str(tmp_path))
+    setup = Interop(sim, kubectl_for(sim), tmp_path)
+    setup.kubectl(
+        "apply",
+        "-f",
+        str(setup.write("ns.yaml", "apiVersion: v1\nkind: Namespace\nmetadata: {name: team}\n")),
+    )
+    return setup
+
+
 def test_numbers_in_the_annotation_are_written_as_kubectl_writes_them(
     start_sim: StartSim,
     module_runner: ModuleRunner,
@@ -321,23 +354,13 @@ def kubectl_patch_body(stderr: str) -> str:
 
 
 def test_the_patch_is_the_one_kubectl_sends_with_retain_keys_and_element_order(
-    start_sim: StartSim,
-    module_runner: ModuleRunner,
-    kubectl_for: Callable[[SimCluster], Kubectl],
-    tmp_path: Path,
-    monkeypatch: pytest.MonkeyPatch,
+    interop: Interop, module_runner: ModuleRunner
 ) -> None:
-    sim = start_sim(CLUSTER)
-    kubectl = kubectl_for(sim)
-    monkeypatch.setenv("PITSTOP_RUNBOOK_DIR", str(tmp_path))
-    write(
-        tmp_path, {"ns.yaml": "apiVersion: v1\nkind: Namespace\nmetadata: {name: team}\n", "a.yaml": ROLLING}
-    )
-    kubectl("apply", "-f", str(tmp_path / "ns.yaml"))
-    kubectl("apply", "-f", str(tmp_path / "a.yaml"))
-    write(tmp_path, {"b.yaml": RECREATE})
+    sim, kubectl = interop.sim, interop.kubectl
+    kubectl("apply", "-f", str(interop.write("a.yaml", ROLLING)))
+    recreate = interop.write("b.yaml", RECREATE)
     # What the real kubectl sends for this change (a server-side dry run changes nothing).
-    sent = kubectl.run("apply", "--dry-run=server", "-v=9", "-f", str(tmp_path / "b.yaml")).stderr
+    sent = kubectl.run("apply", "--dry-run=server", "-v=9", "-f", str(recreate)).stderr
     path = "/apis/apps/v1/namespaces/team/deployments/web"
     live = kube(sim).get(path)
     patch, kind = apply_patch(yaml.safe_load(RECREATE), live)
@@ -350,7 +373,7 @@ def test_the_patch_is_the_one_kubectl_sends_with_retain_keys_and_element_order(
     after = kube(sim).get(path)["spec"]
     assert after["strategy"] == {"type": "Recreate"}
     assert [e["name"] for e in after["template"]["spec"]["containers"][0]["env"]] == ["B", "A", "C"]
-    assert "deployment.apps/web unchanged" in kubectl("apply", "-f", str(tmp_path / "b.yaml"))
+    assert "deployment.apps/web unchanged" in kubectl("apply", "-f", str(recreate))
     again = module_runner(apply, sim, {"src": "b.yaml"})
     assert (again.changed, actions(again)) == (False, {"Deployment/web": "unchanged"})
 
@@ -372,21 +395,13 @@ spec:
 
 
 def test_list_items_sharing_a_merge_key_are_paired_in_order_as_kubectl_does(
-    start_sim: StartSim,
-    module_runner: ModuleRunner,
-    kubectl_for: Callable[[SimCluster], Kubectl],
-    tmp_path: Path,
-    monkeypatch: pytest.MonkeyPatch,
+    interop: Interop, module_runner: ModuleRunner
 ) -> None:
     # Container ports merge on containerPort alone, so DNS's 53/UDP and 53/TCP share a key; a
     # lookup by key compared UDP with TCP and patched an unchanged object on every apply.
-    sim = start_sim(CLUSTER)
-    kubectl = kubectl_for(sim)
-    monkeypatch.setenv("PITSTOP_RUNBOOK_DIR", str(tmp_path))
-    write(tmp_path, {"ns.yaml": "apiVersion: v1\nkind: Namespace\nmetadata: {name: team}\n", "dns.yaml": DNS})
-    kubectl("apply", "-f", str(tmp_path / "ns.yaml"))
-    assert "deployment.apps/dns created" in kubectl("apply", "-f", str(tmp_path / "dns.yaml"))
-    assert "deployment.apps/dns unchanged" in kubectl("apply", "-f", str(tmp_path / "dns.yaml"))
+    sim, kubectl, dns = interop.sim, interop.kubectl, interop.write("dns.yaml", DNS)
+    assert "deployment.apps/dns created" in kubectl("apply", "-f", str(dns))
+    assert "deployment.apps/dns unchanged" in kubectl("apply", "-f", str(dns))
     live = kube(sim).get("/apis/apps/v1/namespaces/team/deployments/dns")
     assert apply_patch(yaml.safe_load(DNS), live)[0] == {}
     again = module_runner(apply, sim, {"src": "dns.yaml"})
