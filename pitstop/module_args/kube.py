@@ -244,6 +244,14 @@ class CapacityCheckArgs(ModuleArgs):
         "the drain evicts one at a time and waits for replacements, so only a PDB that never allows a "
         "disruption (minAvailable = replicas, maxUnavailable 0) fails the check.",
     )
+    wait_seconds: float = Field(
+        default=0,
+        ge=0,
+        description="Look again every `poll_interval_seconds` for up to this long before failing: another "
+        "node in flight may be mid-drain, and its evicted pods need a moment to become Ready elsewhere "
+        "before the PDBs allow more. 0 answers at once.",
+    )
+    poll_interval_seconds: float = Field(default=5.0, gt=0, description="How often to look again.")
 
     @field_validator("node_selector")
     @classmethod
@@ -417,8 +425,9 @@ WAIT_NODE_READY = _spec(
 CAPACITY_CHECK = _spec(
     "kube.capacity_check",
     CapacityCheckArgs,
-    "Fail unless spare GPUs and PDB headroom allow these nodes to leave.",
-    start_to_close=timedelta(minutes=2),
+    "Fail unless spare GPUs and PDB headroom allow these nodes to leave (waiting up to wait_seconds).",
+    start_to_close=timedelta(hours=1),
+    heartbeat=LONG_WAIT_HEARTBEAT,
 )
 JOB = _spec(
     "kube.job",

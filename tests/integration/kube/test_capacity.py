@@ -3,6 +3,9 @@ headroom fall short, passes (in check mode too) when they do not."""
 
 from __future__ import annotations
 
+import re
+from concurrent.futures import ThreadPoolExecutor
+
 import pytest
 from temporalio.exceptions import ApplicationError
 
@@ -85,3 +88,30 @@ def test_capacity_check_passes_once_a_node_can_take_the_pods_in_check_mode_too(
     with pytest.raises(ApplicationError) as unknown:
         module_runner(capacity_check, sim, {"nodes": ["gpu-node-042"]})
     assert unknown.value.message == "capacity check: nodes not found in rehearsal: gpu-node-042"
+
+
+def test_capacity_check_waits_for_pdb_headroom_a_sibling_drain_gives_back(
+    start_sim: StartSim, module_runner: ModuleRunner
+) -> None:
+    """Another node in flight evicted a replica that is not Ready elsewhere yet: the PDB allows
+    no more disruptions for a moment. The check looks again instead of failing this node."""
+    sim = start_sim(CLUSTER)
+    args = {"check_gpus": False, "wait_seconds": 120, "poll_interval_seconds": 0.1}
+    pool = ThreadPoolExecutor(max_workers=1)
+    waiting = pool.submit(module_runner, capacity_check, sim, args)
+    sim.wait_for(lambda _: len(module_runner.heartbeats) >= 3, what="the check looking again")
+    assert not waiting.done()
+    assert "PDB serving/infer allows 1 disruption" in module_runner.heartbeats[-1]["short"]
+    sim.patch("poddisruptionbudgets", "infer", {"spec": {"maxUnavailable": 2}}, "serving")
+    result = waiting.result(timeout=60)
+    pool.shutdown()
+    assert result.data["ok"] and result.data["waited_s"] > 0
+    assert result.data["pdbs"][0]["disruptions_allowed"] == 2
+
+    # Without the PDB changing, it gives up after wait_seconds with the numbers and how long it waited.
+    sim.patch("poddisruptionbudgets", "infer", {"spec": {"maxUnavailable": 1}}, "serving")
+    with pytest.raises(ApplicationError) as refused:
+        module_runner(capacity_check, sim, {**args, "wait_seconds": 0.3})
+    assert refused.value.type == "PreconditionFailed"
+    assert re.search(r" \(still, after waiting \d+s\)$", refused.value.message), refused.value.message
+    assert "PDB serving/infer allows 1 disruption" in refused.value.message
