@@ -17,6 +17,8 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from yaml import YAMLError, safe_load
+
 from pitstop.kube.objects import (
     annotations_of,
     controller_of,
@@ -29,7 +31,7 @@ from pitstop.kube.objects import (
     pod_phase,
 )
 from pitstop.kube.selectors import selector_requirements
-from pitstop_sim import admission
+from pitstop_sim import admission, ssa
 from pitstop_sim.clock import rfc3339
 from pitstop_sim.context import SimContext
 from pitstop_sim.disruption import compute_status, pdb_selects
@@ -39,6 +41,7 @@ from pitstop_sim.errors import (
     bad_request,
     conflict,
     invalid,
+    method_not_allowed,
     namespace_not_found,
     not_found,
     unsupported_media_type,
@@ -55,7 +58,8 @@ Obj = dict[str, Any]
 JSON_PATCH = "application/json-patch+json"
 MERGE_PATCH = "application/merge-patch+json"
 STRATEGIC_PATCH = "application/strategic-merge-patch+json"
-# Content type of a PATCH -> how it applies (server-side apply, apply-patch+yaml, is refused).
+APPLY_PATCH = "application/apply-patch+yaml"
+# Content type of a PATCH -> how it applies (server-side apply, apply-patch+yaml: `API.apply`).
 PATCHERS: dict[str, Callable[[Any, Any], Any]] = {
     JSON_PATCH: json_patch,
     MERGE_PATCH: merge_patch,
@@ -69,6 +73,19 @@ EVICTION_REFUSED = "Cannot evict pod as it would violate the pod's disruption bu
 class ListPage:
     result: ListResult
     continue_token: str | None
+
+
+def _schema(rt: ResourceType) -> ssa.Schema:
+    return ssa.Schema(custom=rt.custom)
+
+
+def _without_nulls(value: Any) -> Any:
+    # An applied null means "not set" once the apiserver decodes it into the typed object.
+    if isinstance(value, dict):
+        return {k: _without_nulls(v) for k, v in value.items() if v is not None}
+    if isinstance(value, list):
+        return [_without_nulls(v) for v in value]
+    return value
 
 
 def eviction_refused(pdb_name: str, status: Obj) -> ApiError:
@@ -130,11 +147,27 @@ class KubeApi:
 
     # --- writes ---------------------------------------------------------------------------------
 
-    def create(self, rt: ResourceType, namespace: str | None, body: Any, *, dry_run: bool = False) -> Obj:
+    def create(
+        self,
+        rt: ResourceType,
+        namespace: str | None,
+        body: Any,
+        *,
+        dry_run: bool = False,
+        manager: str | None = None,
+        managed: builtins.list[Obj] | None = None,
+    ) -> Obj:
+        """`manager`: the field manager of a client's request (its fields are recorded in
+        managedFields); `managed`: managedFields already computed (server-side apply)."""
         if rt.namespaced:
             in_body = (body.get("metadata") or {}).get("namespace") if isinstance(body, dict) else None
             self._require_namespace(namespace or in_body or "default", creating=True)
         obj = admission.prepare_create(rt, body, namespace, self.ctx.rng)
+        obj["metadata"].pop("managedFields", None)
+        if managed:
+            obj["metadata"]["managedFields"] = managed
+        elif manager:
+            obj = ssa.update(None, obj, manager=manager, api_version=rt.api_version, schema=_schema(rt))
         if rt.kind == "Namespace" and obj["metadata"]["name"] in ("",):
             raise invalid(rt, "", [("metadata.name", "FieldValueRequired", "Required value")])
         if dry_run:
@@ -172,9 +205,40 @@ class KubeApi:
         *,
         subresource: str | None = None,
         dry_run: bool = False,
+        manager: str | None = None,
+        managed: builtins.list[Obj] | None = None,
+        managed_through: str = "",
     ) -> Obj:
+        """`managed_through`: the subresource (`scale`) a manager's change came through."""
         old = self.get(rt, namespace, name)
         new = admission.prepare_update(rt, old, body, subresource)
+        # managedFields a client leaves out are carried over; ones it sends replace the record
+        # (how `kubectl apply --server-side` moves client-side ownership to itself), and `[{}]`
+        # clears it, as the apiserver's field manager does.
+        new_meta = new.setdefault("metadata", {})
+        sent = new_meta.get("managedFields")
+        if managed is not None:
+            new_meta["managedFields"] = managed
+        elif sent:
+            try:
+                new_meta["managedFields"] = ssa.checked_managed_fields(sent)
+            except ValueError as exc:
+                raise bad_request(str(exc)) from None
+        elif "managedFields" in meta(old):
+            new_meta["managedFields"] = meta(old)["managedFields"]
+        if not new_meta.get("managedFields"):
+            new_meta.pop("managedFields", None)
+        if manager and subresource is None and managed is None:
+            new = ssa.update(
+                old,
+                new,
+                manager=manager,
+                api_version=rt.api_version,
+                schema=_schema(rt),
+                subresource=managed_through,
+            )
+            if not new["metadata"].get("managedFields"):
+                new["metadata"].pop("managedFields", None)
         expect = (new.get("metadata") or {}).get("resourceVersion") or None
         if expect and expect != meta(old).get("resourceVersion"):
             raise conflict(rt, name)
@@ -205,12 +269,14 @@ class KubeApi:
         *,
         subresource: str | None = None,
         dry_run: bool = False,
+        manager: str | None = None,
+        force: bool = False,
     ) -> Obj:
         kind = content_type.split(";")[0].strip().lower()
-        if kind == "application/apply-patch+yaml":
-            raise ApiError(
-                415, "UnsupportedMediaType", "server-side apply is not supported by the rehearsal cluster"
-            )
+        if kind == APPLY_PATCH:
+            if subresource is not None:
+                raise method_not_allowed()
+            return self.apply(rt, namespace, name, body, manager=manager, force=force, dry_run=dry_run)[0]
         patcher = PATCHERS.get(kind)
         if patcher is None:
             raise unsupported_media_type(content_type or "<none>")
@@ -243,7 +309,67 @@ class KubeApi:
         patched.setdefault("metadata", {})["resourceVersion"] = rv_in_patch or meta(old).get(
             "resourceVersion"
         )
-        return self.update(rt, namespace, name, patched, subresource=subresource, dry_run=dry_run)
+        return self.update(
+            rt, namespace, name, patched, subresource=subresource, dry_run=dry_run, manager=manager
+        )
+
+    def apply(
+        self,
+        rt: ResourceType,
+        namespace: str | None,
+        name: str,
+        body: bytes,
+        *,
+        manager: str | None,
+        force: bool,
+        dry_run: bool,
+    ) -> tuple[Obj, bool]:
+        """Server-side apply (PATCH application/apply-patch+yaml): create or merge, owning the
+        fields of the applied configuration as `manager`; 409 on fields other managers own."""
+        if not manager:
+            raise bad_request(
+                "PATCH, application/apply-patch+yaml: fieldManager is required for apply requests"
+            )
+        try:
+            config = safe_load((body or b"").decode())
+        except (YAMLError, UnicodeDecodeError) as exc:
+            raise bad_request(f"error decoding YAML: {exc}") from None
+        if not isinstance(config, dict):
+            raise bad_request("the body of an apply request must be an object")
+        config_meta = config.get("metadata")
+        if not isinstance(config_meta, dict):
+            raise bad_request("metadata must be an object")
+        if config_meta.get("managedFields") is not None:
+            raise bad_request("metadata.managedFields must be nil")
+        if config.get("apiVersion") != rt.api_version or config.get("kind") != rt.kind:
+            raise bad_request(
+                f"the API version and kind in the data ({config.get('apiVersion')}, {config.get('kind')}) "
+                f"do not match the expected ({rt.api_version}, {rt.kind})"
+            )
+        if config_meta.get("name") not in (None, name):
+            raise bad_request(
+                f"the name of the object ({config_meta.get('name')}) does not match the name on the URL "
+                f"({name})"
+            )
+        config = {k: v for k, v in _without_nulls(config).items() if k != "status"}
+        config["metadata"] = {**config.get("metadata", {}), "name": name}
+        live = self.ctx.store.get(rt.storage, namespace if rt.namespaced else None, name)
+        try:
+            new = ssa.apply(
+                live or {},
+                config,
+                manager=manager,
+                api_version=rt.api_version,
+                force=force,
+                schema=_schema(rt),
+            )
+        except ssa.ApplyConflict as exc:
+            details = {"causes": exc.causes()}
+            raise ApiError(409, "Conflict", str(exc), details) from None
+        managed = new["metadata"].pop("managedFields", [])
+        if live is None:
+            return self.create(rt, namespace, new, dry_run=dry_run, managed=managed), True
+        return self.update(rt, namespace, name, new, dry_run=dry_run, managed=managed), False
 
     def delete(
         self,
@@ -543,7 +669,14 @@ class KubeApi:
         }
 
     def update_scale(
-        self, rt: ResourceType, namespace: str, name: str, scale: Obj, *, dry_run: bool = False
+        self,
+        rt: ResourceType,
+        namespace: str,
+        name: str,
+        scale: Obj,
+        *,
+        dry_run: bool = False,
+        manager: str | None = None,
     ) -> Obj:
         replicas = (scale.get("spec") or {}).get("replicas")
         if not isinstance(replicas, int) or replicas < 0:
@@ -560,7 +693,7 @@ class KubeApi:
             )
         obj = clone(self.get(rt, namespace, name))
         obj["spec"]["replicas"] = replicas
-        self.update(rt, namespace, name, obj, dry_run=dry_run)
+        self.update(rt, namespace, name, obj, dry_run=dry_run, manager=manager, managed_through="scale")
         return self.get_scale(rt, namespace, name)
 
     def patch_scale(
@@ -572,6 +705,7 @@ class KubeApi:
         body: bytes,
         *,
         dry_run: bool = False,
+        manager: str | None = None,
     ) -> Obj:
         current = self.get_scale(rt, namespace, name)
         kind = content_type.split(";")[0].strip().lower()
@@ -585,7 +719,7 @@ class KubeApi:
                 raise unsupported_media_type(content_type)
         except (json.JSONDecodeError, PatchError) as exc:
             raise bad_request(f"error decoding patch: {exc}") from None
-        return self.update_scale(rt, namespace, name, patched, dry_run=dry_run)
+        return self.update_scale(rt, namespace, name, patched, dry_run=dry_run, manager=manager)
 
     # --- helpers --------------------------------------------------------------------------------
 

@@ -19,10 +19,10 @@ from ruamel.yaml.error import YAMLError
 
 from pitstop.kube.objects import is_terminating, meta, pod_is_finished
 from pitstop.safe_yaml import safe_load
-from pitstop_sim import openapi, tables
+from pitstop_sim import openapi, ssa, tables
 from pitstop_sim.access import AccessControl
 from pitstop_sim.admin import AdminRoutes
-from pitstop_sim.api import KubeApi
+from pitstop_sim.api import APPLY_PATCH, KubeApi
 from pitstop_sim.context import SimContext
 from pitstop_sim.errors import ApiError, bad_request, method_not_allowed, not_found_path, unauthorized
 from pitstop_sim.faults import RequestInfo
@@ -113,6 +113,23 @@ def _dry_run(request: web.Request) -> bool:
         if value != "All":
             raise bad_request(f'Invalid dryRun value "{value}": supported values: "All"')
     return bool(values)
+
+
+def _field_manager(request: web.Request) -> str:
+    """The `fieldManager` a client names, else its user agent's first word (as the apiserver)."""
+    named = request.query.get("fieldManager")
+    if named is not None:
+        if not named or len(named) > 128:
+            raise bad_request(f"Invalid fieldManager {named!r}: must be 1 to 128 characters")
+        return named
+    return ssa.default_manager(request.headers.get("User-Agent", ""))
+
+
+def _force(request: web.Request) -> bool:
+    value = request.query.get("force", "false")
+    if value not in ("true", "false", "1", "0", "True", "False"):
+        raise bad_request(f'Invalid force value "{value}"')
+    return value in ("true", "1", "True")
 
 
 class HttpFrontend:
@@ -281,7 +298,7 @@ class HttpFrontend:
         if verb == "create":
             body = await self._body(request)
             if p.name is None:
-                return _json(api.create(rt, ns, body, dry_run=dry_run), 201)
+                return _json(api.create(rt, ns, body, dry_run=dry_run, manager=_field_manager(request)), 201)
             if sub == "eviction" and rt.kind == "Pod":
                 return _json(api.evict(ns or "default", p.name, body, dry_run=dry_run), 201)
             if sub == "binding" and rt.kind == "Pod":
@@ -291,12 +308,27 @@ class HttpFrontend:
             assert p.name is not None
             body = await self._body(request)
             if sub == "scale":
-                return _json(api.update_scale(rt, ns or "default", p.name, body or {}, dry_run=dry_run))
+                return _json(
+                    api.update_scale(
+                        rt,
+                        ns or "default",
+                        p.name,
+                        body or {},
+                        dry_run=dry_run,
+                        manager=_field_manager(request),
+                    )
+                )
             if sub not in (None, "status", "finalize"):
                 raise method_not_allowed()
             return _json(
                 api.update(
-                    rt, ns, p.name, body, subresource="status" if sub == "status" else None, dry_run=dry_run
+                    rt,
+                    ns,
+                    p.name,
+                    body,
+                    subresource="status" if sub == "status" else None,
+                    dry_run=dry_run,
+                    manager=_field_manager(request),
                 )
             )
         if verb == "patch":
@@ -304,10 +336,32 @@ class HttpFrontend:
             raw = await request.read()
             content_type = request.headers.get("Content-Type", "")
             if sub == "scale":
-                return _json(api.patch_scale(rt, ns or "default", p.name, content_type, raw, dry_run=dry_run))
+                return _json(
+                    api.patch_scale(
+                        rt,
+                        ns or "default",
+                        p.name,
+                        content_type,
+                        raw,
+                        dry_run=dry_run,
+                        manager=_field_manager(request),
+                    )
+                )
             if sub not in (None, "status"):
                 raise method_not_allowed()
-            return _json(api.patch(rt, ns, p.name, content_type, raw, subresource=sub, dry_run=dry_run))
+            manager = _field_manager(request)
+            if content_type.split(";")[0].strip().lower() == APPLY_PATCH and sub is None:
+                # Apply names its manager: no user-agent default here.
+                named = request.query.get("fieldManager") and manager
+                applied, created = api.apply(
+                    rt, ns, p.name, raw, manager=named or None, force=_force(request), dry_run=dry_run
+                )
+                return _json(applied, 201 if created else 200)
+            return _json(
+                api.patch(
+                    rt, ns, p.name, content_type, raw, subresource=sub, dry_run=dry_run, manager=manager
+                )
+            )
         if verb == "delete":
             assert p.name is not None
             options = await self._delete_options(request)

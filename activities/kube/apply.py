@@ -1,10 +1,13 @@
-"""kube.apply: client-side apply of manifests, as `kubectl apply` does it (see pitstop.kube.apply).
+"""kube.apply: server-side apply of manifests (the default), or client-side apply as `kubectl
+apply` does it (see pitstop.kube.apply).
 
 Objects go in order: Namespaces, then CustomResourceDefinitions (waiting until their kinds are
-served), then the rest as written. Each is created when absent, otherwise patched with the
-three-way patch kubectl would send; an empty patch leaves it alone ("unchanged"), which makes a
-second apply report changed=false. Check mode asks the server for a dry run of every write;
-objects whose Namespace or CRD is itself only being dry-run are reported without one.
+served), then the rest as written. Server-side, each object is one apply PATCH; the answer is
+compared with the object before it to say "created", "configured" or "unchanged". Client-side,
+each is created when absent, otherwise patched with the three-way patch kubectl would send; an
+empty patch leaves it alone ("unchanged"). Either way a second apply reports changed=false.
+Check mode asks the server for a dry run of every write; objects whose Namespace or CRD is
+itself only being dry-run are reported without one.
 """
 
 from __future__ import annotations
@@ -13,14 +16,14 @@ import json
 import time
 from typing import Any
 
-from activities.kube.client import Kube
+from activities.kube.client import ApiStatus, Kube
 from activities.kube.common import api_errors, beat, kube_for, kube_module, pause
 from activities.kube.discovery import ApiResource, Discovery
 from activities.kube.local_files import allowed_manifest_files
 from pitstop.contracts import ModuleCall, ModuleResult, bound_text
 from pitstop.errors import ErrorType, fail
 from pitstop.kube.apply import apply_patch, with_last_applied
-from pitstop.kube.diff import object_diff
+from pitstop.kube.diff import comparable, object_diff
 from pitstop.kube.manifests import Manifest, ManifestError, load_manifests, parse_documents
 from pitstop.kube.objects import Obj
 from pitstop.module_args.kube_upgrade import APPLY, ApplyArgs
@@ -150,10 +153,18 @@ class Applier:
             entry["action"] = "created"
             self.objects.append(entry)
             return
+        if self.args.server_side:
+            self._apply_server_side(res, obj, entry, label, manifest)
+            return
         with api_errors(f"kube.apply: {manifest.where}: {label}"):
             live = self.kube.get_or_none(res.path(namespace, name))
             if live is None:
-                created = self.kube.post(res.path(namespace), with_last_applied(obj), dry_run=self.check_mode)
+                created = self.kube.post(
+                    res.path(namespace),
+                    with_last_applied(obj),
+                    dry_run=self.check_mode,
+                    field_manager=CSA_MANAGER,
+                )
                 entry["action"] = "created"
                 self.diffs.append(object_diff({}, created, label))
                 if manifest.kind == "Namespace" and self.check_mode:
@@ -168,6 +179,7 @@ class Applier:
                         patch,
                         "strategic" if patch_type == "strategic" else "merge",
                         dry_run=self.check_mode,
+                        field_manager=CSA_MANAGER,
                     )
                     entry["action"] = "configured"
                     self.diffs.append(object_diff(live, after, label))
@@ -176,6 +188,102 @@ class Applier:
             for version in spec.get("versions") or []:
                 self.discovery.forget(f"{spec.get('group')}/{version.get('name')}")
         self.objects.append(entry)
+
+    def _apply_server_side(
+        self, res: ApiResource, obj: Obj, entry: Obj, label: str, manifest: Manifest
+    ) -> None:
+        """PATCH application/apply-patch+yaml as field manager `field_manager`: the apiserver merges,
+        prunes what this manager applied before and no longer does, and refuses (409) to change
+        fields another manager owns unless `force_conflicts`."""
+        namespace, name = entry["namespace"], entry["name"]
+        what = f"kube.apply: {manifest.where}: {label}"
+        with api_errors(what):
+            live = self.kube.get_or_none(res.path(namespace, name))
+            if live is not None:
+                self._adopt_client_side_fields(res, live, what)
+            try:
+                after = self.kube.server_side_apply(
+                    res.path(namespace, name),
+                    obj,
+                    field_manager=self.args.field_manager,
+                    force=self.args.force_conflicts,
+                    dry_run=self.check_mode,
+                )
+            except ApiStatus as exc:
+                if exc.status == 409 and exc.message.startswith("Apply failed"):
+                    fail(
+                        ErrorType.PRECONDITION_FAILED,
+                        f"{what}: {exc.message}\nThese fields belong to another manager. Leave them out "
+                        "of the manifest, or set `force_conflicts: true` to take them over.",
+                    )
+                raise
+        before = live or {}
+        changed = comparable(_spec_and_meta(before)) != comparable(_spec_and_meta(after))
+        entry["action"] = "created" if live is None else "configured" if changed else "unchanged"
+        if live is None or changed:
+            self.diffs.append(object_diff(before, after, label))
+        if _order(manifest) == 1 and not self.check_mode:
+            spec = obj.get("spec") or {}
+            for version in spec.get("versions") or []:
+                self.discovery.forget(f"{spec.get('group')}/{version.get('name')}")
+        self.objects.append(entry)
+
+    def _adopt_client_side_fields(self, res: ApiResource, live: Obj, what: str) -> None:
+        """Objects applied client-side (by pitstop before, or by kubectl) are owned by the Update
+        manager `kubectl-client-side-apply`; their first server-side apply would conflict with
+        it on every field it changes. As kubectl does since 1.26 (csaupgrade), its fields move to
+        this manager's Apply entry first, with the resourceVersion as a precondition."""
+        entries = (live.get("metadata") or {}).get("managedFields") or []
+        csa = [
+            e
+            for e in entries
+            if e.get("manager") in CLIENT_SIDE_MANAGERS
+            and e.get("operation") == "Update"
+            and not e.get("subresource")
+        ]
+        if not csa or self.check_mode:
+            return
+        upgraded = upgrade_managed_fields(entries, csa, self.args.field_manager)
+        patch = [
+            {"op": "test", "path": "/metadata/resourceVersion", "value": live["metadata"]["resourceVersion"]},
+            {"op": "replace", "path": "/metadata/managedFields", "value": upgraded},
+        ]
+        self.kube.patch(
+            res.path(live["metadata"].get("namespace") or "", live["metadata"]["name"]), patch, "json"
+        )
+        live["metadata"]["managedFields"] = upgraded
+
+
+# The Update managers of client-side apply: kubectl's, and pitstop's (`server_side: false`).
+CSA_MANAGER = "pitstop-client-side-apply"
+CLIENT_SIDE_MANAGERS = frozenset({"kubectl-client-side-apply", CSA_MANAGER})
+
+
+def upgrade_managed_fields(entries: list[Obj], csa: list[Obj], manager: str) -> list[Obj]:
+    """managedFields with the client-side entries' fields merged into `manager`'s Apply entry."""
+    fields: Obj = {}
+    for entry in csa:
+        fields = merge_fields(fields, entry.get("fieldsV1") or {})
+    out = [e for e in entries if e not in csa]
+    mine = next((e for e in out if e.get("manager") == manager and e.get("operation") == "Apply"), None)
+    if mine is None:
+        template = csa[0]
+        mine = {**template, "manager": manager, "operation": "Apply", "fieldsV1": {}}
+        out.append(mine)
+    mine["fieldsV1"] = merge_fields(mine.get("fieldsV1") or {}, fields)
+    return out
+
+
+def merge_fields(a: Obj, b: Obj) -> Obj:
+    out = dict(a)
+    for key, value in b.items():
+        out[key] = merge_fields(out.get(key) or {}, value or {}) if key in out else value
+    return out
+
+
+def _spec_and_meta(obj: Obj) -> Obj:
+    # What an apply can change: everything but the status (the apiserver ignores it on apply).
+    return {k: v for k, v in obj.items() if k != "status"}
 
 
 @kube_module(APPLY)

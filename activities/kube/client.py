@@ -238,18 +238,45 @@ class Kube:
             if not token:
                 return
 
-    def patch(self, path: str, patch: Any, patch_type: PatchType = "merge", *, dry_run: bool = False) -> Obj:
+    def patch(
+        self,
+        path: str,
+        patch: Any,
+        patch_type: PatchType = "merge",
+        *,
+        dry_run: bool = False,
+        field_manager: str | None = None,
+    ) -> Obj:
         result: Obj = self.request(
             "PATCH",
             path,
-            query={"dryRun": "All" if dry_run else None},
+            query={"dryRun": "All" if dry_run else None, "fieldManager": field_manager},
             body=patch,
             content_type=PATCH_CONTENT_TYPES[patch_type],
         )
         return result
 
-    def post(self, path: str, body: Obj, *, dry_run: bool = False) -> Obj:
-        result: Obj = self.request("POST", path, query={"dryRun": "All" if dry_run else None}, body=body)
+    def server_side_apply(
+        self, path: str, obj: Obj, *, field_manager: str, force: bool, dry_run: bool = False
+    ) -> Obj:
+        """PATCH application/apply-patch+yaml, as `kubectl apply --server-side` sends it (JSON is
+        YAML; sent as text so the client's serializer leaves it alone)."""
+        result: Obj = self.request(
+            "PATCH",
+            path,
+            query={
+                "fieldManager": field_manager,
+                "force": "true" if force else None,
+                "dryRun": "All" if dry_run else None,
+            },
+            body=json.dumps(obj, separators=(",", ":")),
+            content_type="application/apply-patch+yaml",
+        )
+        return result
+
+    def post(self, path: str, body: Obj, *, dry_run: bool = False, field_manager: str | None = None) -> Obj:
+        query = {"dryRun": "All" if dry_run else None, "fieldManager": field_manager}
+        result: Obj = self.request("POST", path, query=query, body=body)
         return result
 
     def delete(self, path: str, body: Obj | None = None) -> Obj:

@@ -171,6 +171,20 @@ def scan_last_applied(kube: Kube, scan: Scan) -> int:
                     return resources
                 if scan.objects % 500 == 0:
                     beat({"resource": path, "objects": scan.objects})
+                # Server-side appliers leave no annotation: each Apply entry of managedFields
+                # records the apiVersion its manifests were written in.
+                for entry in (obj.get("metadata") or {}).get("managedFields") or []:
+                    if (
+                        isinstance(entry, dict)
+                        and entry.get("operation") == "Apply"
+                        and entry.get("apiVersion")
+                    ):
+                        written = {
+                            "apiVersion": entry["apiVersion"],
+                            "kind": obj.get("kind"),
+                            "metadata": {"name": name_of(obj), "namespace": namespace_of(obj)},
+                        }
+                        scan.check(f"server-side apply by {entry.get('manager')}", written, namespace_of(obj))
                 text = annotations_of(obj).get(LAST_APPLIED)
                 if not text:
                     continue

@@ -73,11 +73,14 @@ class CrdWebhookCheckArgs(ModuleArgs):
 
 
 class ApplyArgs(ModuleArgs):
-    """Client-side apply as `kubectl apply` does it: record the manifest in the
-    `kubectl.kubernetes.io/last-applied-configuration` annotation, create absent objects and
-    three-way-patch present ones (strategic merge for built-in kinds, JSON merge for custom
-    resources). Namespaces and CRDs go first. Check mode asks the server for a dry run and
-    shows the diff."""
+    """Apply manifests. By default server-side apply, as `kubectl apply --server-side`, Argo CD
+    and Flux do: the apiserver merges each object, records its fields as owned by the field
+    manager `pitstop`, removes the fields pitstop applied before and no longer does, and refuses
+    to change fields another manager owns (a person's `kubectl scale`, a controller) unless
+    `force_conflicts: true`. Objects applied client-side before are adopted first, as kubectl
+    does. `server_side: false` is client-side apply, byte for byte as `kubectl apply` (the
+    `kubectl.kubernetes.io/last-applied-configuration` annotation and a three-way patch).
+    Namespaces and CRDs go first. Check mode asks the server for a dry run and shows the diff."""
 
     src: list[str] | None = Field(
         default=None, description="Manifest file(s) or directories (multi-document YAML/JSON)."
@@ -89,6 +92,20 @@ class ApplyArgs(ModuleArgs):
     recursive: bool = Field(default=False, description="Read directories recursively (kubectl -R).")
     prune: Literal[False] = Field(
         default=False, description="Pruning objects absent from the manifests is not supported."
+    )
+    server_side: bool = Field(
+        default=True, description="Server-side apply (false: client-side, as kubectl apply)."
+    )
+    force_conflicts: bool = Field(
+        default=False,
+        description="Take over fields another field manager owns instead of failing (--force-conflicts).",
+    )
+    field_manager: str = Field(
+        default="pitstop",
+        min_length=1,
+        max_length=128,
+        pattern=r"^[A-Za-z0-9][A-Za-z0-9._:-]*$",
+        description="Field manager name that owns the applied fields (server-side apply).",
     )
     wait_established_seconds: float = Field(
         default=60, gt=0, description="How long to wait for an applied CRD's kinds to be served."

@@ -1,5 +1,6 @@
 """kube.apply against the rehearsal cluster, and interop with the real kubectl: whoever applied
-last, the other one sees the same manifests as "unchanged"."""
+last, the other one sees the same manifests as "unchanged". Client-side apply here; server-side
+apply (the default) in test_apply_server_side.py."""
 
 from __future__ import annotations
 
@@ -77,6 +78,10 @@ data: {mode: fast, level: "3"}
 """
 
 
+# Client-side apply (`server_side: false`), byte for byte as `kubectl apply` without --server-side.
+CSA = {"server_side": False}
+
+
 def kube(sim: SimCluster) -> Kube:
     sim.register("test")  # the worker holds the cluster's kubeconfig; the inventory names it
     return Kube(api_client(ClusterConfig(name="test")))
@@ -93,7 +98,7 @@ def actions(result: Any) -> dict[str, str]:
     return {f"{o['kind']}/{o['name']}": o["action"] for o in result.data["objects"]}
 
 
-def test_apply_creates_in_order_then_is_idempotent_and_kubectl_agrees(
+def test_client_side_apply_creates_in_order_then_is_idempotent_and_kubectl_agrees(
     start_sim: StartSim,
     module_runner: ModuleRunner,
     kubectl_for: Callable[[SimCluster], Kubectl],
@@ -105,7 +110,7 @@ def test_apply_creates_in_order_then_is_idempotent_and_kubectl_agrees(
     monkeypatch.setenv("PITSTOP_RUNBOOK_DIR", str(tmp_path))
     write(tmp_path / "manifests", {"a-widgets.yaml": WIDGETS, "b-app.yaml": APP})
 
-    first = module_runner(apply, sim, {"src": "manifests", "namespace": "team"})
+    first = module_runner(apply, sim, {**CSA, "src": "manifests", "namespace": "team"})
     assert first.changed is True
     assert [o["kind"] for o in first.data["objects"]] == [
         "Namespace",
@@ -122,7 +127,7 @@ def test_apply_creates_in_order_then_is_idempotent_and_kubectl_agrees(
         "level": "3",
     }
 
-    again = module_runner(apply, sim, {"src": "manifests", "namespace": "team"})
+    again = module_runner(apply, sim, {**CSA, "src": "manifests", "namespace": "team"})
     assert (again.changed, set(actions(again).values())) == (False, {"unchanged"})
 
     # kubectl reads pitstop's last-applied annotation as its own.
@@ -146,7 +151,7 @@ def test_apply_creates_in_order_then_is_idempotent_and_kubectl_agrees(
             .replace('level: "3"', 'speed: "9"'),
         },
     )
-    changed = module_runner(apply, sim, {"src": "manifests", "namespace": "team"})
+    changed = module_runner(apply, sim, {**CSA, "src": "manifests", "namespace": "team"})
     assert changed.changed is True
     assert actions(changed) == {
         "Namespace/team": "unchanged",
@@ -170,7 +175,7 @@ def test_apply_creates_in_order_then_is_idempotent_and_kubectl_agrees(
     # And the other way round: after kubectl applies a change, pitstop has nothing to do.
     write(tmp_path / "manifests", {"b-app.yaml": APP})
     kubectl("apply", "-n", "team", "-f", str(tmp_path / "manifests" / "b-app.yaml"))
-    after_kubectl = module_runner(apply, sim, {"src": "manifests/b-app.yaml", "namespace": "team"})
+    after_kubectl = module_runner(apply, sim, {**CSA, "src": "manifests/b-app.yaml", "namespace": "team"})
     assert (after_kubectl.changed, set(actions(after_kubectl).values())) == (False, {"unchanged"})
 
 
@@ -305,14 +310,14 @@ def test_numbers_in_the_annotation_are_written_as_kubectl_writes_them(
     write(
         tmp_path / "manifests", {"a-crd.yaml": crd_and_namespace, "b-widget.yaml": widget.split("---\n")[0]}
     )
-    module_runner(apply, sim, {"src": "manifests/a-crd.yaml"})
+    module_runner(apply, sim, {**CSA, "src": "manifests/a-crd.yaml"})
     kubectl("apply", "-f", str(tmp_path / "manifests" / "b-widget.yaml"))
     path = "/apis/example.com/v1/namespaces/team/widgets/w1"
     by_kubectl = kube(sim).get(path)["metadata"]["annotations"][LAST_APPLIED]
     for written in ('"ratio":100,', '"small":0.00001', '"tiny":1e-7', '"big":150000000000000000,'):
         assert written in by_kubectl, by_kubectl
 
-    again = module_runner(apply, sim, {"src": "manifests/b-widget.yaml"})
+    again = module_runner(apply, sim, {**CSA, "src": "manifests/b-widget.yaml"})
     assert (again.changed, actions(again)) == (False, {"Widget/w1": "unchanged"})
     assert kube(sim).get(path)["metadata"]["annotations"][LAST_APPLIED] == by_kubectl
     manifest = yaml.safe_load(widget.split("---\n", 1)[0])
@@ -368,13 +373,13 @@ def test_the_patch_is_the_one_kubectl_sends_with_retain_keys_and_element_order(
     assert go_json(patch) == kubectl_patch_body(sent)
     assert patch["spec"]["strategy"] == {"$retainKeys": ["type"], "rollingUpdate": None, "type": "Recreate"}
 
-    applied = module_runner(apply, sim, {"src": "b.yaml"})
+    applied = module_runner(apply, sim, {**CSA, "src": "b.yaml"})
     assert actions(applied) == {"Deployment/web": "configured"}
     after = kube(sim).get(path)["spec"]
     assert after["strategy"] == {"type": "Recreate"}
     assert [e["name"] for e in after["template"]["spec"]["containers"][0]["env"]] == ["B", "A", "C"]
     assert "deployment.apps/web unchanged" in kubectl("apply", "-f", str(recreate))
-    again = module_runner(apply, sim, {"src": "b.yaml"})
+    again = module_runner(apply, sim, {**CSA, "src": "b.yaml"})
     assert (again.changed, actions(again)) == (False, {"Deployment/web": "unchanged"})
 
 
@@ -404,5 +409,5 @@ def test_list_items_sharing_a_merge_key_are_paired_in_order_as_kubectl_does(
     assert "deployment.apps/dns unchanged" in kubectl("apply", "-f", str(dns))
     live = kube(sim).get("/apis/apps/v1/namespaces/team/deployments/dns")
     assert apply_patch(yaml.safe_load(DNS), live)[0] == {}
-    again = module_runner(apply, sim, {"src": "dns.yaml"})
+    again = module_runner(apply, sim, {**CSA, "src": "dns.yaml"})
     assert (again.changed, actions(again)) == (False, {"Deployment/dns": "unchanged"})

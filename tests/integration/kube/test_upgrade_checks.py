@@ -149,6 +149,31 @@ def test_deprecations_finds_removed_apis_in_last_applied_and_the_deployed_helm_r
     assert "stopped after max_objects=3" in capped.msg
 
 
+def test_deprecations_finds_removed_apis_a_server_side_applier_wrote(
+    start_sim: StartSim, module_runner: ModuleRunner
+) -> None:
+    # Server-side apply leaves no last-applied annotation; the apiVersion an applier (Argo CD,
+    # Flux, kubectl --server-side) wrote its manifest in is in its managedFields entry.
+    sim = start_sim(CLUSTER)
+    api = kube(sim)
+    path = "/apis/apps/v1/namespaces/serving/deployments/web"
+    entry = {
+        "manager": "argocd-controller",
+        "operation": "Apply",
+        "apiVersion": "extensions/v1beta1",
+        "time": "2019-01-01T00:00:00Z",
+        "fieldsType": "FieldsV1",
+        "fieldsV1": {"f:spec": {"f:replicas": {}}},
+    }
+    api.patch(path, [{"op": "add", "path": "/metadata/managedFields", "value": [entry]}], "json")
+    assert api.get(path)["metadata"]["managedFields"][0]["manager"] == "argocd-controller"
+    result = module_runner(deprecations, sim, {"target_version": "v1.31", "sources": ["last-applied"]})
+    assert result.failed is True
+    assert [
+        (f["origin"], f["apiVersion"], f["kind"], f["namespace"], f["name"]) for f in result.data["findings"]
+    ] == [("server-side apply by argocd-controller", "extensions/v1beta1", "Deployment", "serving", "web")]
+
+
 def test_deprecations_passes_a_clean_cluster_and_refuses_a_target_that_is_not_a_version(
     start_sim: StartSim, module_runner: ModuleRunner
 ) -> None:
