@@ -46,7 +46,7 @@ def test_fields_v1_round_trips_and_marks_members_that_have_children() -> None:
     fields = ssa.field_set(pod_spec([{"containerPort": 53, "protocol": "UDP"}]), BUILT_IN)
     encoded = ssa.to_fields_v1(fields)
     container = encoded["f:spec"]["f:containers"]['k:{"name":"c"}']
-    assert list(container)[0] == "." and container["f:image"] == {}
+    assert next(iter(container)) == "." and container["f:image"] == {}
     assert 'k:{"containerPort":53,"protocol":"UDP"}' in container["f:ports"]
     assert ssa.from_fields_v1(encoded) == fields
 
