@@ -80,7 +80,9 @@ Behaviour pitstop's kube modules rely on
   `pitstop.dev/checkpoint-requested: <token>` with `pitstop.dev/checkpoint-done: <token>`
   after `timing.checkpoint_seconds` (or the object's `pitstop.dev/checkpoint-seconds`).
   Objects without the protocol never answer. Counters record training pods evicted or
-  deleted without the protocol, or before acknowledging.
+  deleted without the protocol, or before acknowledging. Training jobs can also be seeded as
+  real operators run them (`framework:` pytorchjob, jobset, volcano, raycluster, lws,
+  unlabelled; `training_frameworks.py`); the counters know them by the scenario's job names.
 - Validation pods: a pod labelled `pitstop.dev/validation=<kind>` runs for
   `timing.validation_seconds[kind]`, then Succeeds or Fails with a log made by the log
   producer for `<kind>` (`dcgm`, `nccl` built in; `register_log_producer` for more) from

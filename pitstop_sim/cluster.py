@@ -393,7 +393,9 @@ class SimCluster:
             clock=clock,
             store=store,
             registry=ResourceRegistry(),
-            recorder=Recorder(clock, domain_of, lambda node: ctx.pods_on_node(node)),
+            recorder=Recorder(
+                clock, domain_of, lambda node: ctx.pods_on_node(node), lambda pod: ctx.is_training(pod)
+            ),
             faults=FaultInjector(seed=scenario.seed),
             rng=random.Random(scenario.seed),
             profiles=profiles,

@@ -7,6 +7,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from pitstop.kube.objects import labels_of, name_of, namespace_of
+from pitstop_sim.annotations import GANG_LABEL
 from pitstop_sim.clock import SimClock
 from pitstop_sim.counters import Recorder
 from pitstop_sim.faults import FaultInjector
@@ -42,6 +44,18 @@ class SimContext:
 
     def rt(self, group: str, plural: str) -> ResourceType:
         return self.registry.lookup(group, plural)
+
+    def is_training(self, pod: Obj) -> bool:
+        """The scenario's own word on whether a pod belongs to one of its training jobs, from
+        its name (`<job>-...`), never from the marks pitstop reads: what a drain must not evict
+        without a checkpoint, whichever framework runs it."""
+        if GANG_LABEL in labels_of(pod):
+            return True
+        namespace, name = namespace_of(pod), name_of(pod)
+        return any(
+            namespace == t.namespace and name.startswith(f"{t.name}-")
+            for t in self.scenario.workloads.training_jobs
+        )
 
     def pods_on_node(self, node: str) -> list[Obj]:
         return self.store.list("pods", fields=[FieldTerm("spec.nodeName", True, node)]).items

@@ -51,8 +51,15 @@ def checkpoint_state(pod: Obj) -> Literal["none", "acknowledged", "unacknowledge
 
 
 class Recorder:
-    def __init__(self, clock: SimClock, domain_of: Callable[[str], str], pods_on_node: PodsOnNode) -> None:
+    def __init__(
+        self,
+        clock: SimClock,
+        domain_of: Callable[[str], str],
+        pods_on_node: PodsOnNode,
+        is_training: Callable[[Obj], bool] = lambda pod: GANG_LABEL in labels_of(pod),
+    ) -> None:
         self._clock = clock
+        self._is_training = is_training
         self._domain_of = domain_of
         self._pods_on_node = pods_on_node
         self.timeline: list[TimelineEvent] = []
@@ -88,7 +95,7 @@ class Recorder:
 
     def eviction(self, pod: Obj, outcome: Literal["evicted", "refused", "dry-run"], pdb: str | None) -> None:
         node = pod_node(pod) or None
-        training = GANG_LABEL in labels_of(pod)
+        training = self._is_training(pod)
         checkpoint = checkpoint_state(pod) if training else None
         record = EvictionRecord(
             t=round(self._clock.now(), 3),
@@ -132,7 +139,7 @@ class Recorder:
         self.firmware_flashes[node] += 1
 
     def _training_removed(self, pod: Obj) -> None:
-        if GANG_LABEL not in labels_of(pod):
+        if not self._is_training(pod):
             return
         state = checkpoint_state(pod)
         if state == "none":

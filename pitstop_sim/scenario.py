@@ -194,13 +194,25 @@ class Deployment(_Named):
     )
 
 
+Framework = Literal["pitstop", "pytorchjob", "jobset", "volcano", "raycluster", "lws", "unlabelled"]
+
+
 class TrainingJob(_Named):
-    """A gang: a Job whose pods run together, labelled `pitstop.dev/gang=<name>`."""
+    """A gang whose pods run together. `framework: pitstop` is a Job labelled
+    `pitstop.dev/gang=<name>`; the others are marked as their real operators mark them
+    (`pitstop_sim.training_frameworks`): a PyTorchJob, a JobSet, a Volcano job, a Ray cluster, a
+    LeaderWorkerSet, or GPU pods of an unknown controller with no marks at all."""
 
     namespace: str = "training"
+    framework: Literal["pitstop", "pytorchjob", "jobset", "volcano", "raycluster", "lws", "unlabelled"] = (
+        "pitstop"
+    )
     pods: int = Field(default=2, ge=1)
     gpus_per_pod: int = Field(default=8, ge=0)
-    checkpoint_protocol: bool = Field(default=True, description="Pods acknowledge checkpoint requests.")
+    checkpoint_protocol: bool | None = Field(
+        default=None,
+        description="Pods acknowledge pitstop's checkpoint requests (default: only framework pitstop's do).",
+    )
     checkpoint_seconds: float | None = Field(
         default=None, ge=0, description="Override timing.checkpoint_seconds."
     )

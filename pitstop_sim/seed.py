@@ -52,6 +52,8 @@ from pitstop_sim.platform_objects import CONTROL_PLANE_LABEL, CONTROL_PLANE_TAIN
 from pitstop_sim.platform_seed import PlatformSeeder, platform_namespaces
 from pitstop_sim.quantity import parse_quantity
 from pitstop_sim.scenario import Deployment, NodeOverride, Pdb, Scenario, TrainingJob
+from pitstop_sim.store import clone
+from pitstop_sim.training_frameworks import direct_pod_marks, jobset_job
 
 Obj = dict[str, Any]
 
@@ -504,9 +506,9 @@ class Seeder:
         )
 
     def _training_job(self, t: TrainingJob) -> None:
-        labels = {GANG_LABEL: t.name, "app": t.name}
         notes: dict[str, str] = {}
-        if t.checkpoint_protocol:
+        speaks = t.checkpoint_protocol if t.checkpoint_protocol is not None else t.framework == "pitstop"
+        if speaks:
             notes[CHECKPOINT_PROTOCOL] = "annotation"
             if t.checkpoint_seconds is not None:
                 notes[CHECKPOINT_SECONDS] = str(t.checkpoint_seconds)
@@ -518,16 +520,36 @@ class Seeder:
         extra: Obj = {"restartPolicy": "Never"}
         if t.node_selector:
             extra["nodeSelector"] = dict(t.node_selector)
+        if t.framework in ("pitstop", "jobset"):
+            self._training_batch_job(t, container, extra, notes)
+        else:
+            self._training_pods(t, container, extra, notes)
+        if t.pdb:
+            selector = {GANG_LABEL: t.name} if t.framework == "pitstop" else {"app": t.name}
+            self._pdb(t.name, t.namespace, {"matchLabels": selector}, Pdb(min_available=t.pods))
+
+    def _training_batch_job(self, t: TrainingJob, container: Obj, extra: Obj, notes: dict[str, str]) -> None:
+        """A gang run by a batch Job: pitstop's own (labelled pitstop.dev/gang) or a JobSet's."""
+        if t.framework == "jobset":
+            name, marks, owner = jobset_job(t.name)
+            labels, job_labels, owners = {**marks, "app": t.name}, dict(marks), [owner]
+        else:
+            name, labels, job_labels, owners = (
+                t.name,
+                {GANG_LABEL: t.name, "app": t.name},
+                {GANG_LABEL: t.name},
+                [],
+            )
         template = self._template(labels, container, extra, notes or None)
-        job_labels = {GANG_LABEL: t.name}
         if t.queue:
             job_labels[KUEUE_QUEUE_LABEL] = t.queue
         body = {
             "metadata": {
-                "name": t.name,
+                "name": name,
                 "namespace": t.namespace,
                 "labels": job_labels,
                 "annotations": dict(notes),
+                **({"ownerReferences": owners} if owners else {}),
             },
             "spec": {
                 "parallelism": t.pods,
@@ -547,7 +569,7 @@ class Seeder:
             pod = pod_from_template(
                 job,
                 job["spec"]["template"],
-                f"{t.name}-{index}-{random_suffix(self.ctx.rng)}",
+                f"{name}-{index}-{random_suffix(self.ctx.rng)}",
                 {"batch.kubernetes.io/job-completion-index": str(index)},
             )
             pod["metadata"].setdefault("annotations", {})["batch.kubernetes.io/job-completion-index"] = str(
@@ -557,8 +579,26 @@ class Seeder:
             node = self._place(pod, preferred, avoid=used)
             used.add(node)
             self._running_pod(pod, node)
-        if t.pdb:
-            self._pdb(t.name, t.namespace, {"matchLabels": {GANG_LABEL: t.name}}, Pdb(min_available=t.pods))
+
+    def _training_pods(self, t: TrainingJob, container: Obj, extra: Obj, notes: dict[str, str]) -> None:
+        """A gang whose operator owns its pods directly (PyTorchJob, Volcano, Ray, LWS, unknown)."""
+        used: set[str] = set()
+        for index in range(t.pods):
+            marks = direct_pod_marks(t.framework, t.name, index, random_suffix(self.ctx.rng))
+            labels = dict(marks.labels) if t.framework == "unlabelled" else {**marks.labels, "app": t.name}
+            metadata: Obj = {"name": marks.name, "namespace": t.namespace, "labels": labels}
+            if marks.annotations or notes:
+                metadata["annotations"] = {**marks.annotations, **notes}
+            if marks.owner is not None:
+                metadata["ownerReferences"] = [marks.owner]
+            spec: Obj = {"containers": [clone(container)], "terminationGracePeriodSeconds": 30, **extra}
+            if marks.scheduler:
+                spec["schedulerName"] = marks.scheduler
+            pod: Obj = {"apiVersion": "v1", "kind": "Pod", "metadata": metadata, "spec": spec}
+            preferred = t.placement[index] if index < len(t.placement) else None
+            node = self._place(pod, preferred, avoid=used)
+            used.add(node)
+            self._running_pod(pod, node)
 
     def _cluster_queue(self, name: str, policy: str, gpus: int | None, local: list[tuple[str, str]]) -> None:
         total = gpus if gpus is not None else sum(p.gpus for p in self.ctx.profiles.values())

@@ -53,6 +53,18 @@ def _affected(kube: Kube, node: str, args: WaitForWorkloadsArgs) -> list[Workloa
             if key_of(pod) not in chosen:
                 job_key = owning_job_key(pod)
                 chosen[key_of(pod)] = Workload(pod, member_jobs.get(job_key) if job_key else None)
+    # Pods a real operator groups (a JobSet, a PyTorchJob, a Ray cluster) are one job too.
+    groups = sorted(
+        {
+            (namespace_of(w.pod), found.selector)
+            for w in list(chosen.values())
+            if (found := w.recognition) is not None and found.selector
+        }
+    )
+    for ns, selector in groups:
+        for pod in kube.list(pods_path(ns), label_selector=selector):
+            if pod_is_active(pod) and key_of(pod) not in chosen:
+                chosen[key_of(pod)] = Workload(pod)
     return [chosen[k] for k in sorted(chosen)]
 
 
@@ -101,7 +113,7 @@ def wait_for_workloads(call: ModuleCall, args: WaitForWorkloadsArgs) -> ModuleRe
         return ModuleResult(msg=f"no {what} on {node}", data={"node": node, "token": token, "workloads": []})
     silent = [w for w in workloads if w.holder is None]
     if silent and args.on_no_protocol == "fail":
-        names = ", ".join(key_of(w.pod) for w in silent)
+        names = ", ".join(f"{key_of(w.pod)} ({w.why()})" for w in silent)
         fail(
             ErrorType.POLICY_VIOLATION,
             f"workloads on {node} without a checkpoint protocol: {names} — {NEVER_FORCE} "

@@ -16,6 +16,8 @@ Written by pitstop on Kueue ClusterQueues (kube.stop_admission / kube.resume_adm
 Read on pods and Jobs (the checkpoint protocol, see kube.wait_for_workloads):
   pitstop.dev/gang=<job name> (label)      a member of a gang training job
   pitstop.dev/training: "true"             a training pod that is not part of a gang
+  pitstop.dev/restartable: "true"          a GPU pod its owner says may be evicted like a
+                                           serving replica (see pitstop.kube.training)
   pitstop.dev/checkpoint-protocol: annotation
                                            the workload answers checkpoint requests
   pitstop.dev/checkpoint-requested: <token> written by pitstop
@@ -41,6 +43,7 @@ PRIOR_STOP_POLICY = "pitstop.dev/prior-stop-policy"
 
 GANG_LABEL = "pitstop.dev/gang"
 TRAINING_ANNOTATION = "pitstop.dev/training"
+RESTARTABLE_ANNOTATION = "pitstop.dev/restartable"
 CHECKPOINT_PROTOCOL = "pitstop.dev/checkpoint-protocol"
 CHECKPOINT_REQUESTED = "pitstop.dev/checkpoint-requested"
 CHECKPOINT_DONE = "pitstop.dev/checkpoint-done"

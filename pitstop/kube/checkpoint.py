@@ -1,7 +1,9 @@
 """The checkpoint protocol between pitstop and training workloads.
 
 A training pod is a member of a gang (label `pitstop.dev/gang`, on the pod or on the Job that
-owns it) or is annotated `pitstop.dev/training: "true"` (pod or Job). It speaks the protocol
+owns it), is annotated `pitstop.dev/training: "true"` (pod or Job), or is recognised as
+training from the marks of the operator that runs it, failing closed for GPU pods that are not
+restartable serving (`pitstop.kube.training`). It speaks the protocol
 when it (or its Job) carries `pitstop.dev/checkpoint-protocol`. pitstop asks for a checkpoint
 by writing `pitstop.dev/checkpoint-requested: <token>` on the object that speaks it; the
 workload answers `pitstop.dev/checkpoint-done: <token>` once its state is safe. A drain only
@@ -22,6 +24,7 @@ from pitstop.kube.annotations import (
     TRAINING_ANNOTATION,
 )
 from pitstop.kube.objects import Obj, annotations_of, controller_of, labels_of, namespace_of
+from pitstop.kube.training import Recognition, recognise
 
 CheckpointState = Literal["not-training", "no-protocol", "not-requested", "requested", "acknowledged"]
 
@@ -58,10 +61,30 @@ class Workload:
         return None
 
     @property
-    def is_training(self) -> bool:
+    def marked(self) -> bool:
+        """Marked as training with pitstop's own label or annotation."""
         if self.gang is not None:
             return True
         return any(annotations_of(o).get(TRAINING_ANNOTATION, "").lower() == "true" for o in self._both())
+
+    @property
+    def recognition(self) -> Recognition | None:
+        """What a real operator's marks say this pod is (pitstop.kube.training), unless pitstop's
+        own marks already say it."""
+        return None if self.marked else recognise(self.pod)
+
+    @property
+    def is_training(self) -> bool:
+        return self.marked or self.recognition is not None
+
+    def why(self) -> str:
+        """Why this pod counts as training, for the person reading a refusal."""
+        found = self.recognition
+        if found is not None:
+            return found.describe()
+        if self.gang is not None:
+            return f"gang {self.gang} (label {GANG_LABEL})"
+        return f'annotation {TRAINING_ANNOTATION}: "true"'
 
     @property
     def holder(self) -> Literal["pod", "job"] | None:

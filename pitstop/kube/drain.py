@@ -7,8 +7,9 @@ Rules, in order, for each pod on the node (kubectl drain's, plus pitstop's train
   DaemonSet pods                                                 skipped with ignore_daemonsets,
                                                                  refused otherwise
   pods being deleted                                             waited for, never evicted again
-  training pods (see pitstop.kube.checkpoint)                    refused unless their checkpoint
-                                                                 is acknowledged
+  training pods (see pitstop.kube.checkpoint and                 refused unless their checkpoint
+  pitstop.kube.training: real operators' marks, and GPU pods     is acknowledged; the refusal
+  that are not restartable serving)                              says why each is training
   pods without a controller                                      refused unless evict_unmanaged
   pods with emptyDir volumes                                     refused unless delete_emptydir_data
   everything else                                                evicted
@@ -66,13 +67,21 @@ class DrainPlan:
     terminating: list[Obj] = field(default_factory=list)
     skipped: dict[str, list[str]] = field(default_factory=dict)
     refused: dict[str, list[str]] = field(default_factory=dict)
+    # Why a refused training pod counts as training (pod key -> e.g. "JobSet: label ...").
+    why: dict[str, str] = field(default_factory=dict)
 
     @property
     def done(self) -> bool:
         return not self.evict and not self.terminating
 
     def refusal_message(self, node: str) -> str:
-        parts = [f"{REFUSALS[reason]}: {', '.join(pods)}" for reason, pods in self.refused.items()]
+        def named(pod: str) -> str:
+            return f"{pod} ({self.why[pod]})" if pod in self.why else pod
+
+        parts = [
+            f"{REFUSALS[reason]}: {', '.join(named(p) for p in pods)}"
+            for reason, pods in self.refused.items()
+        ]
         return f"drain of {node} refused before evicting anything: " + "; ".join(parts)
 
 
@@ -100,6 +109,9 @@ def plan_drain(pods: Iterable[Obj], jobs: Mapping[str, Obj], options: DrainOptio
                 plan.evict.append(pod)
             else:
                 note(plan.refused, reason, pod)
+                if reason.startswith("training"):
+                    job_key = owning_job_key(pod)
+                    plan.why[key_of(pod)] = Workload(pod, jobs.get(job_key) if job_key else None).why()
     return plan
 
 

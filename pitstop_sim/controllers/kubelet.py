@@ -27,7 +27,6 @@ from pitstop_sim.annotations import (
     CHECKPOINT_PROTOCOL,
     CHECKPOINT_REQUESTED,
     CHECKPOINT_SECONDS,
-    GANG_LABEL,
     RUN_SECONDS,
     VALIDATION_LABEL,
 )
@@ -265,7 +264,7 @@ class Kubelet(Controller):
                 seconds = None
         else:
             ref = controller_of(pod)
-            if ref is not None and ref.get("kind") == "Job" and GANG_LABEL not in labels:
+            if ref is not None and ref.get("kind") == "Job" and not self.ctx.is_training(pod):
                 seconds = timing.job_seconds
         if seconds is None:
             return

@@ -1,0 +1,114 @@
+"""How real operators mark the pods of a training job, for the rehearsal cluster's seeds.
+
+Each framework's pods carry the labels, annotations and ownerReference its operator writes
+(from the operators' sources and docs, the same facts `pitstop.kube.training` reads, but written
+down here separately so the simulator does not learn them from pitstop):
+- `pytorchjob`: Kubeflow Training Operator v1 — ownerReference kubeflow.org/v1 PyTorchJob;
+  labels `training.kubeflow.org/job-name`, `operator-name: pytorchjob-controller`,
+  `replica-type: master|worker`, `replica-index`; pods `<job>-master-0`, `<job>-worker-<i>`.
+- `jobset`: JobSet — a batch Job per replicated job (`<jobset>-workers-0`), owned by
+  jobset.x-k8s.io/v1alpha2 JobSet, its pods labelled `jobset.sigs.k8s.io/jobset-name`,
+  `replicatedjob-name`, `job-index` (seeded by the Job path of the seeder).
+- `volcano`: Volcano batch.volcano.sh/v1alpha1 Job — labels `volcano.sh/job-name`,
+  `volcano.sh/queue-name`, annotation `scheduling.k8s.io/group-name: <job>-<uid>` (its
+  PodGroup), schedulerName `volcano`; pods `<job>-worker-<i>`.
+- `raycluster`: KubeRay ray.io/v1 RayCluster — labels `ray.io/cluster`, `ray.io/node-type:
+  head|worker`, `ray.io/group`; pods `<cluster>-head-<x>`, `<cluster>-worker-<x>`.
+- `lws`: LeaderWorkerSet — pods of a StatefulSet owned by the LWS, labelled
+  `leaderworkerset.sigs.k8s.io/name`, `group-index`, `worker-index`.
+- `unlabelled`: a GPU pod owned by a controller nobody here knows (example.com/v1 Experiment),
+  with no marks at all: only failing closed protects it.
+"""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass, field
+from typing import Any
+
+Obj = dict[str, Any]
+
+
+@dataclass
+class PodMarks:
+    name: str
+    labels: dict[str, str]
+    annotations: dict[str, str] = field(default_factory=dict)
+    owner: Obj | None = None
+    scheduler: str | None = None
+
+
+def owner(api_version: str, kind: str, name: str) -> Obj:
+    return {
+        "apiVersion": api_version,
+        "kind": kind,
+        "name": name,
+        "uid": str(uuid.uuid5(uuid.NAMESPACE_URL, f"{api_version}/{kind}/{name}")),
+        "controller": True,
+        "blockOwnerDeletion": True,
+    }
+
+
+def direct_pod_marks(framework: str, job: str, index: int, suffix: str) -> PodMarks:
+    """The marks of pod `index` of a framework whose controller owns pods directly."""
+    if framework == "pytorchjob":
+        role = "master" if index == 0 else "worker"
+        number = 0 if index == 0 else index - 1
+        return PodMarks(
+            name=f"{job}-{role}-{number}",
+            labels={
+                "training.kubeflow.org/job-name": job,
+                "training.kubeflow.org/operator-name": "pytorchjob-controller",
+                "training.kubeflow.org/replica-type": role,
+                "training.kubeflow.org/replica-index": str(number),
+            },
+            owner=owner("kubeflow.org/v1", "PyTorchJob", job),
+        )
+    if framework == "volcano":
+        ref = owner("batch.volcano.sh/v1alpha1", "Job", job)
+        return PodMarks(
+            name=f"{job}-worker-{index}",
+            labels={"volcano.sh/job-name": job, "volcano.sh/queue-name": "default"},
+            annotations={
+                "scheduling.k8s.io/group-name": f"{job}-{ref['uid']}",
+                "volcano.sh/task-spec": "worker",
+            },
+            owner=ref,
+            scheduler="volcano",
+        )
+    if framework == "raycluster":
+        role = "head" if index == 0 else "worker"
+        return PodMarks(
+            name=f"{job}-{role}-{suffix}",
+            labels={
+                "ray.io/cluster": job,
+                "ray.io/node-type": role,
+                "ray.io/group": "headgroup" if index == 0 else "workergroup",
+            },
+            owner=owner("ray.io/v1", "RayCluster", job),
+        )
+    if framework == "lws":
+        return PodMarks(
+            name=f"{job}-0-{index}" if index else f"{job}-0",
+            labels={
+                "leaderworkerset.sigs.k8s.io/name": job,
+                "leaderworkerset.sigs.k8s.io/group-index": "0",
+                "leaderworkerset.sigs.k8s.io/worker-index": str(index),
+            },
+            owner=owner("apps/v1", "StatefulSet", job if index == 0 else f"{job}-0"),
+        )
+    if framework == "unlabelled":
+        return PodMarks(
+            name=f"{job}-{index}-{suffix}", labels={}, owner=owner("example.com/v1", "Experiment", job)
+        )
+    raise ValueError(f"no direct pod marks for framework {framework!r}")
+
+
+def jobset_job(jobset: str) -> tuple[str, dict[str, str], Obj]:
+    """The batch Job a JobSet makes for its one replicated job: name, labels, ownerReference."""
+    labels = {
+        "jobset.sigs.k8s.io/jobset-name": jobset,
+        "jobset.sigs.k8s.io/replicatedjob-name": "workers",
+        "jobset.sigs.k8s.io/job-index": "0",
+    }
+    return f"{jobset}-workers-0", labels, owner("jobset.x-k8s.io/v1alpha2", "JobSet", jobset)

@@ -1,0 +1,103 @@
+"""The shipped maintenance runbook on a rehearsal cluster whose canary runs real training
+operators' pods (PyTorchJob, JobSet, Volcano, RayCluster) and a GPU pod nobody recognises, none
+with pitstop's checkpoint protocol (runbooks/scenarios/training-frameworks.yaml). None of them
+may be evicted: the canary stops for a human decision, naming every pod and why, and stays
+cordoned with the reason. Read from the simulator's counters and objects."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import uuid
+from collections.abc import Iterator
+from datetime import timedelta
+from pathlib import Path
+
+import pytest
+from temporalio.client import Client, WorkflowHandle
+
+from activities import ACTIVITIES
+from pitstop.contracts import RunReport
+from pitstop.demo import maintenance as dm
+from pitstop.worker_app import build_worker
+from tests.e2e.conftest import Rehearsal, approve_gates, start_rehearsal
+from workflows import WORKFLOWS
+
+pytestmark = pytest.mark.integration
+
+SCENARIO = dm.REPO / "runbooks" / "scenarios" / "training-frameworks.yaml"
+TRAINING = ("pretrain-", "tpu-style-", "batch-", "rl-", "notebook-")
+
+
+@pytest.fixture
+def rehearsal(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Rehearsal]:
+    logging.getLogger("paramiko").setLevel(logging.CRITICAL)
+    with start_rehearsal(tmp_path / "frameworks", SCENARIO) as rehearsal:
+        for key, value in dm.worker_environment(rehearsal.sim, rehearsal.workdir).items():
+            monkeypatch.setenv(key, value)
+        yield rehearsal
+
+
+def training_pods(rehearsal: Rehearsal, node: str) -> list[str]:
+    pods = rehearsal.sim.list("pods", field_selector=f"spec.nodeName={node}")
+    return sorted(
+        f"{p['metadata']['namespace']}/{p['metadata']['name']}"
+        for p in pods
+        if p["metadata"]["name"].startswith(TRAINING)
+    )
+
+
+@pytest.mark.timeout(200)
+async def test_maintenance_never_evicts_real_training_operators_pods_and_names_them(
+    temporal_client: Client, task_queue: str, rehearsal: Rehearsal
+) -> None:
+    sim = rehearsal.sim
+    before = training_pods(rehearsal, dm.CANARY_NODE)
+    assert len(before) == 5
+    async with build_worker(temporal_client, task_queue, workflows=WORKFLOWS, activities=ACTIVITIES):
+        handle: WorkflowHandle[object, RunReport] = await temporal_client.start_workflow(
+            "RunbookWorkflow",
+            rehearsal.request(),
+            id=f"e2e-frameworks-{uuid.uuid4().hex[:8]}",
+            task_queue=task_queue,
+            result_type=RunReport,
+            execution_timeout=timedelta(minutes=3),
+        )
+        approver = asyncio.ensure_future(approve_gates(handle))
+        try:
+            report = await asyncio.wait_for(handle.result(), timeout=170)
+        finally:
+            approver.cancel()
+
+    canary = next(h for stage in report.stages for h in stage.hosts if h.host == dm.CANARY_NODE)
+    assert canary.status == "failed"
+    refused = next(
+        t for t in canary.tasks if t.name == "Checkpoint training jobs (every member of a gang on this node)"
+    )
+    assert refused.status == "rescued"  # the runbook's rescue leaves the node cordoned with the reason
+    for pod in before:
+        assert pod in refused.msg, (pod, refused.msg)
+    for why in (
+        "Kubeflow training job: label training.kubeflow.org/job-name=pretrain",
+        "JobSet: label jobset.sigs.k8s.io/jobset-name=tpu-style",
+        "Volcano job: label volcano.sh/job-name=batch",
+        "Ray cluster: label ray.io/cluster=rl",
+        "unrecognised GPU workload: asks for GPUs and is not restartable serving (Experiment notebook",
+    ):
+        assert why in refused.msg, (why, refused.msg)
+    assert "human decision" in refused.msg
+    # Nothing was evicted or deleted, the firmware was not touched, and the node waits for a
+    # person: cordoned, with the reason on it.
+    counters = sim.counters()
+    assert counters.training_evictions_without_protocol == 0
+    assert counters.evictions.get(dm.CANARY_NODE, 0) == 0 and counters.forced_deletions_total == 0
+    assert training_pods(rehearsal, dm.CANARY_NODE) == before
+    assert counters.firmware_flashes.get(dm.CANARY_NODE, 0) == 0
+    node = sim.get("nodes", dm.CANARY_NODE)
+    assert node["spec"].get("unschedulable") is True
+    assert dm.FAILED_ANNOTATION in node["metadata"]["annotations"]
+    # The canary failed, so the fleet was never started.
+    assert report.status != "completed"
+    assert all(h.status in ("skipped", "pending") for s in report.stages[1:] for h in s.hosts), [
+        (h.host, h.status) for s in report.stages[1:] for h in s.hosts
+    ]
