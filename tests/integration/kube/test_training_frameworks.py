@@ -45,7 +45,9 @@ WHY = {
     "volcano": "Volcano job: label volcano.sh/job-name=volcano-job",
     "raycluster": "Ray cluster: label ray.io/cluster=raycluster-job",
     "lws": "LeaderWorkerSet group: label leaderworkerset.sigs.k8s.io/name=lws-job",
-    "unlabelled": "unrecognised GPU workload: asks for GPUs and is not restartable serving (Experiment unlabelled-job",
+    "unlabelled": (
+        "unrecognised GPU workload: asks for GPUs and is not restartable serving (Experiment unlabelled-job"
+    ),
 }
 
 
