@@ -88,6 +88,9 @@ Behaviour pitstop's kube modules rely on
   producer for `<kind>` (`dcgm`, `nccl` built in; `register_log_producer` for more) from
   its node's health profile; read it with `GET .../pods/{name}/log`. Plain Job pods finish
   after `timing.job_seconds`; pods annotated `sim.pitstop.dev/run-seconds: N` after N.
+- Images: `registry.available` (fnmatch patterns, default everything) is what the nodes can
+  pull. A pod with any other image waits in ErrImagePull, then ImagePullBackOff, with the
+  kubelet's events and containerd's NotFound text, and never starts.
 - Kueue: `stopPolicy` None/Hold/HoldAndDrain on ClusterQueues; Jobs labelled
   `kueue.x-k8s.io/queue-name` are created suspended and admitted only while their
   ClusterQueue (via the LocalQueue of that name) has `stopPolicy: None`; `HoldAndDrain`

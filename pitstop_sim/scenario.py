@@ -6,6 +6,7 @@ for a misspelt key, the nearest valid one. See `runbooks/scenarios/*.yaml` for e
 
 from __future__ import annotations
 
+import fnmatch
 import re
 import types
 import typing
@@ -279,6 +280,17 @@ class Faults(Strict):
         return values
 
 
+class Registry(Strict):
+    """The images the cluster's nodes can pull (fnmatch patterns over the image reference as
+    written). Any other image fails as containerd fails it: ErrImagePull, then ImagePullBackOff,
+    with the kubelet's events."""
+
+    available: list[str] = Field(default_factory=lambda: ["*"])
+
+    def has(self, image: str) -> bool:
+        return any(fnmatch.fnmatchcase(image, pattern) for pattern in self.available)
+
+
 class Scenario(Strict):
     name: str = "default"
     description: str = ""
@@ -288,6 +300,7 @@ class Scenario(Strict):
     health: Health = Field(default_factory=Health)
     workloads: Workloads = Field(default_factory=Workloads)
     faults: Faults = Field(default_factory=Faults)
+    registry: Registry = Field(default_factory=Registry)
     platform: Platform | None = Field(
         default=None,
         description="Platform versions, control plane, components, CRDs, webhooks, regressions.",

@@ -33,6 +33,7 @@ from pitstop.kube.annotations import (
 )
 from pitstop.kube.names import job_name
 from pitstop.kube.objects import Obj, meta, name_of, pod_phase
+from pitstop.kube.pod_diagnosis import diagnose
 from pitstop.module_args.kube import JOB, JobArgs
 
 LOG_BYTES = 48 * 1024  # under the 64 KiB a result field may hold in history
@@ -105,6 +106,19 @@ def _logs(kube: Kube, namespace: str, pod: Obj | None, lines: int) -> str:
         return f"[pitstop: the log of {name_of(pod)} could not be read: {exc.message}]"
 
 
+def _events(kube: Kube, namespace: str, pod: Obj | None) -> list[Obj]:
+    """The events about the pod (kubectl describe's list); none when they cannot be read."""
+    if pod is None:
+        return []
+    try:
+        return kube.list(
+            f"/api/v1/namespaces/{namespace}/events",
+            field_selector=f"involvedObject.kind=Pod,involvedObject.name={name_of(pod)}",
+        )
+    except ApiStatus:
+        return []
+
+
 def _delete(kube: Kube, namespace: str, name: str) -> None:
     try:
         kube.delete(job_path(namespace, name), {"propagationPolicy": "Background"})
@@ -144,16 +158,39 @@ def run_job(call: ModuleCall, args: JobArgs) -> ModuleResult:
         else kube.post(jobs_path(args.namespace), job_body(name, node, args, call))
     )
     deadline = Deadline(args.timeout_seconds)
+    unschedulable_since: float | None = None
     while (outcome := _outcome(job)) is None:
-        if deadline.passed():
-            pod = _pod_of(kube, args.namespace, name)
+        pod = _pod_of(kube, args.namespace, name)
+        seen = diagnose(pod)
+        unschedulable_since = (unschedulable_since or time.monotonic()) if seen.unschedulable else None
+        stuck = (
+            unschedulable_since is not None
+            and time.monotonic() - unschedulable_since > args.unschedulable_seconds
+        )
+        if seen.terminal_reason or stuck or deadline.passed():
+            told = diagnose(pod, _events(kube, args.namespace, pod))
             tail = _logs(kube, args.namespace, pod, args.log_lines)
             if not args.keep:
                 _delete(kube, args.namespace, name)
+            logs = f"; last log lines:\n{bound_text(tail, 4096)}" if tail else ""
+            if seen.terminal_reason:
+                fail(
+                    ErrorType.PRECONDITION_FAILED,
+                    f"Job {args.namespace}/{name} on {node} cannot run ({seen.terminal_reason}): "
+                    f"{told}{logs}",
+                    non_retryable=True,
+                )
+            if stuck:
+                fail(
+                    ErrorType.PRECONDITION_FAILED,
+                    f"Job {args.namespace}/{name} on {node} was not scheduled within "
+                    f"{args.unschedulable_seconds:g}s: {told}",
+                    non_retryable=True,
+                )
             fail(
                 ErrorType.TIMEOUT,
-                f"Job {args.namespace}/{name} on {node} did not finish within {deadline.elapsed():.0f}s"
-                + (f"; last log lines:\n{bound_text(tail, 4096)}" if tail else ""),
+                f"Job {args.namespace}/{name} on {node} did not finish within {deadline.elapsed():.0f}s: "
+                f"{told}{logs}",
                 non_retryable=True,
             )
         pause(min(args.poll_interval_seconds, max(deadline.remaining(), 0.0)), {"job": name})
@@ -169,10 +206,11 @@ def run_job(call: ModuleCall, args: JobArgs) -> ModuleResult:
     data.update(
         status=outcome, pod=name_of(pod) if pod else None, duration_s=round(time.monotonic() - started, 3)
     )
+    why = f": {diagnose(pod, _events(kube, args.namespace, pod))}" if outcome == "failed" else ""
     result = ModuleResult(
         changed=created,
         failed=outcome == "failed",
-        msg=f"Job {args.namespace}/{name} {outcome} on {node}",
+        msg=f"Job {args.namespace}/{name} {outcome} on {node}{why}",
         rc=0 if outcome == "succeeded" else 1,
         stdout=bound_text(logs, LOG_BYTES),
         data=data,

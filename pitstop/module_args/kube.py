@@ -265,7 +265,10 @@ class CapacityCheckArgs(ModuleArgs):
 class JobArgs(NodeArgs):
     """Run a Job on the node, wait for it, return its logs. Its name is deterministic (prefix +
     hash of run id, task and node), so a retried task finds the Job it started. Tolerates the
-    cordon and maintenance taints. Deleted afterwards unless `keep: true`."""
+    cordon and maintenance taints. Deleted afterwards unless `keep: true`. A pod that cannot run
+    (ImagePullBackOff, CreateContainerConfigError, CrashLoopBackOff, ...) fails the task at the
+    next poll, with its container states and latest events; so does one the scheduler refuses for
+    `unschedulable_seconds`, or a timeout."""
 
     image: str = Field(min_length=1, description="Container image.")
     command: list[str] | None = Field(default=None, description="Container command (entrypoint).")
@@ -293,6 +296,11 @@ class JobArgs(NodeArgs):
     backoff_limit: int = Field(default=0, ge=0, description="Retries of the pod before the Job fails.")
     timeout_seconds: float = Field(default=1800, gt=0, description="Give up (and delete the Job) after this.")
     poll_interval_seconds: float = Field(default=5.0, gt=0, description="How often to look at the Job.")
+    unschedulable_seconds: float = Field(
+        default=300,
+        gt=0,
+        description="Fail once the scheduler has refused the pod (Unschedulable) for this long.",
+    )
     keep: bool = Field(default=False, description="Keep the Job (and its pods) afterwards.")
     log_lines: int = Field(
         default=2000, ge=1, description="Last lines of the pod's log returned (at most 48 KiB)."

@@ -32,6 +32,7 @@ from pitstop_sim.annotations import (
 )
 from pitstop_sim.clock import rfc3339
 from pitstop_sim.controllers.base import Controller
+from pitstop_sim.events import EventRecorder
 from pitstop_sim.store import ObjectMissing, WatchEvent, clone
 from pitstop_sim.validation_logs import produce
 
@@ -47,6 +48,19 @@ def _digest(text: str) -> str:
 def _image_id(image: str) -> str:
     """What the runtime reports as the image's digest (a fleet runs a handful of images)."""
     return f"{image.split(':')[0]}@sha256:{hashlib.sha256(image.encode()).hexdigest()}"
+
+
+def _qualified(image: str) -> str:
+    """The reference containerd resolves: Docker Hub's default registry and `library/`, and the
+    `latest` tag, filled in as the image reference grammar does (distribution/reference)."""
+    name, _, digest = image.partition("@")
+    first = name.split("/", 1)[0]
+    if "/" not in name or not ("." in first or ":" in first or first == "localhost"):
+        name = f"docker.io/{name if '/' in name else 'library/' + name}"
+    last = name.rsplit("/", 1)[-1]
+    if not digest and ":" not in last:
+        name += ":latest"
+    return f"{name}@{digest}" if digest else name
 
 
 def pod_ip(node_index: int, pod_name: str) -> str:
@@ -143,6 +157,8 @@ class Kubelet(Controller):
         self._to_checkpoint: set[tuple[str, str, str]] = set()
         self._to_terminate: set[PodKey] = set()
         self._node_index: dict[str, int] = {}
+        self.events = EventRecorder(self.ctx.store)
+        self._pull_failed_uids: set[str] = set()  # waiting on an image the registry lacks
 
     # --- observing --------------------------------------------------------------------------
 
@@ -152,6 +168,7 @@ class Kubelet(Controller):
             if event.type == "DELETED":
                 uid = meta(obj).get("uid", "")
                 self.ctx.logs.pop(uid, None)
+                self._pull_failed_uids.discard(uid)
                 return
             key = (namespace_of(obj), name_of(obj))
             if is_terminating(obj):
@@ -212,7 +229,7 @@ class Kubelet(Controller):
 
     def _schedule_start(self, pod: Obj) -> None:
         uid = meta(pod).get("uid", "")
-        if uid in self._starting or is_terminating(pod):
+        if uid in self._starting or uid in self._pull_failed_uids or is_terminating(pod):
             return
         node = self.ctx.store.get("nodes", None, pod_node(pod))
         if node is None or not node_is_ready(node):
@@ -231,6 +248,10 @@ class Kubelet(Controller):
         node = self.ctx.store.get("nodes", None, node_name)
         if node is None or not node_is_ready(node):
             return
+        missing = self._missing_image(pod)
+        if missing is not None:
+            self._pull_failed(pod, missing)
+            return
         started = clone(pod)
         started["status"] = running_status(
             pod, self.host_ip(node_name), pod_ip(self.node_index(node_name), name_of(pod)), restart=restart
@@ -241,6 +262,70 @@ class Kubelet(Controller):
             self.ctx.logs[uid] += f"{rfc3339()} container restarted after node reboot\n"
         stored = self.ctx.store.update("pods", started)
         self._arm_completion(stored)
+
+    # --- images ------------------------------------------------------------------------------
+
+    def _missing_image(self, pod: Obj) -> tuple[str, str] | None:
+        """(container, image) of the first container whose image the registry does not have."""
+        spec = pod.get("spec") or {}
+        for container in [*(spec.get("initContainers") or []), *(spec.get("containers") or [])]:
+            image = str(container.get("image") or "")
+            if not self.ctx.scenario.registry.has(image):
+                return str(container.get("name") or ""), image
+        return None
+
+    def _pull_failed(self, pod: Obj, missing: tuple[str, str]) -> None:
+        """containerd's answer to an image that is not there, as the kubelet reports it: the
+        container waits in ErrImagePull, then ImagePullBackOff, with its events
+        (pkg/kubelet/images/image_manager.go; the rpc text is containerd's `not found`)."""
+        container, image = missing
+        self._pull_failed_uids.add(meta(pod).get("uid", ""))
+        reference = _qualified(image)
+        rpc = (
+            f'rpc error: code = NotFound desc = failed to pull and unpack image "{reference}": '
+            f'failed to resolve reference "{reference}": {reference}: not found'
+        )
+        node = pod_node(pod)
+        self.events.record(pod, "Normal", "Pulling", f'Pulling image "{image}"', "kubelet", node)
+        self.events.record(
+            pod, "Warning", "Failed", f'Failed to pull image "{image}": {rpc}', "kubelet", node
+        )
+        self.events.record(pod, "Warning", "Failed", "Error: ErrImagePull", "kubelet", node)
+        self._set_waiting(pod, container, "ErrImagePull", rpc)
+        key, uid = (namespace_of(pod), name_of(pod)), meta(pod).get("uid", "")
+
+        def back_off() -> None:
+            current = self.ctx.store.get("pods", *key)
+            if current is None or meta(current).get("uid") != uid or is_terminating(current):
+                return
+            message = f'Back-off pulling image "{image}"'
+            self.events.record(current, "Normal", "BackOff", message, "kubelet", node)
+            self.events.record(current, "Warning", "Failed", "Error: ImagePullBackOff", "kubelet", node)
+            self._set_waiting(current, container, "ImagePullBackOff", message)
+
+        self.later(max(self.ctx.scenario.timing.pod_start_seconds, 1.0), back_off)
+
+    def _set_waiting(self, pod: Obj, container: str, reason: str, message: str) -> None:
+        waiting = clone(pod)
+        spec = pod.get("spec") or {}
+        status = dict(waiting.get("status") or {})
+        status.update(phase="Pending", hostIP=self.host_ip(pod_node(pod)))
+        status["containerStatuses"] = [
+            {
+                "name": c.get("name"),
+                "image": c.get("image"),
+                "imageID": "",
+                "ready": False,
+                "restartCount": 0,
+                "started": False,
+                "state": {"waiting": {"reason": reason, "message": message}}
+                if c.get("name") == container
+                else {"waiting": {"reason": "PodInitializing"}},
+            }
+            for c in spec.get("containers") or []
+        ]
+        waiting["status"] = status
+        self.ctx.store.update("pods", waiting)
 
     def _startup_log(self, pod: Obj, node: str) -> str:
         image = ((pod.get("spec") or {}).get("containers") or [{}])[0].get("image", "")

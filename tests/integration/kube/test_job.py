@@ -2,6 +2,11 @@
 
 from __future__ import annotations
 
+import time
+
+import pytest
+from temporalio.exceptions import ApplicationError
+
 from activities.kube.job import run_job
 from pitstop.gpu.dcgm import parse_dcgm_diag
 from pitstop.kube.names import job_name
@@ -107,3 +112,37 @@ def test_a_retried_attempt_returns_the_recorded_outcome_instead_of_running_again
     retried = module_runner(run_job, sim, DCGM, heartbeat_details=[recorded])
     assert retried == first
     assert len(sim.list("pods", "default", label_selector=f"job-name={first.data['job']}")) <= 1
+
+
+def test_a_probe_whose_image_does_not_exist_fails_at_once_with_image_pull_back_off_and_the_events(
+    start_sim: StartSim, module_runner: ModuleRunner
+) -> None:
+    # The registry has the DCGM image but not this one: containerd answers NotFound, the
+    # kubelet backs off. The task must say so at the next poll, not after its 30-minute timeout.
+    sim = start_sim(CLUSTER + 'registry: {available: ["nvcr.io/nvidia/cloud-native/dcgm:*"]}\n')
+    missing = {**DCGM, "image": "nvcr.io/nvidia/cloud-native/dcgm-probe:0.0-missing", "timeout_seconds": 1800}
+    started = time.monotonic()
+    with pytest.raises(ApplicationError) as refused:
+        module_runner(run_job, sim, missing, run_id="run-9", task_path="validate/0")
+    assert time.monotonic() - started < 60
+    message = refused.value.message
+    name = job_name("dcgm-diag", "run-9", "validate/0", "gpu-node-001")
+    assert refused.value.type == "PreconditionFailed" and refused.value.non_retryable
+    assert message.startswith(
+        f"Job default/{name} on gpu-node-001 cannot run (ImagePullBackOff): pod {name}-"
+    )
+    assert (
+        'container main waiting: ImagePullBackOff: Back-off pulling image "nvcr.io/nvidia/cloud-native/'
+        'dcgm-probe:0.0-missing"'
+    ) in message
+    image = "nvcr.io/nvidia/cloud-native/dcgm-probe:0.0-missing"
+    assert (
+        f'Warning Failed: Failed to pull image "{image}": rpc error: '
+        f'code = NotFound desc = failed to pull and unpack image "{image}"'
+    ) in message
+    assert "Normal BackOff: Back-off pulling image" in message
+    # Nothing left behind: the Job is deleted.
+    sim.wait_for(lambda s: s.get("jobs", name, "default") is None, timeout=10, what="the Job to be deleted")
+    # kubectl-style shortening of Docker Hub names: busybox is docker.io/library/busybox:latest.
+    with pytest.raises(ApplicationError, match=r"docker\.io/library/busybox:latest: not found"):
+        module_runner(run_job, sim, {**missing, "image": "busybox"}, run_id="run-10", task_path="validate/0")
