@@ -33,6 +33,7 @@ def _data(report: CapacityReport) -> dict[str, Any]:
             "largest_free": g.largest_free,
             "pods_to_move": [{"pod": p, "gpus": n} for p, n in g.moving],
             "unplaced": [{"pod": p, "gpus": n} for p, n in g.unplaced],
+            "training_waiting": list(g.waiting),
         }
     data["pdbs"] = [
         {
@@ -44,6 +45,10 @@ def _data(report: CapacityReport) -> dict[str, Any]:
             "exceeds": b.exceeds,
         }
         for b in report.budgets
+    ]
+    data["unprotected_serving"] = [
+        {"workload": w, "why": why, "acknowledged": w in report.acknowledged}
+        for w, why in sorted(report.unprotected.items())
     ]
     return data
 
@@ -79,6 +84,7 @@ def capacity_check(call: ModuleCall, args: CapacityCheckArgs) -> ModuleResult:
             check_gpus=args.check_gpus,
             check_pdbs=args.check_pdbs,
             pdb_headroom=args.pdb_headroom,
+            acknowledged=args.acknowledge_unprotected,
         )
         waited = round(deadline.elapsed(), 3)
         if report.ok:

@@ -4,9 +4,16 @@ GPUs: the pods on the leaving nodes that would be rescheduled (active, not Daemo
 mirror) ask for some GPUs; the nodes that stay and can take pods (schedulable, Ready, not
 tainted unschedulable/not-ready/unreachable/maintenance, matching the eligibility selector)
 have allocatable GPUs minus what their pods ask for. GPUs of one pod must fit on one node,
-so the pods are placed first-fit decreasing into the free GPUs per node; the check fails if
-a pod does not fit, or if fewer than `margin` GPUs would remain spare afterwards. Node
-affinity and other scheduling constraints are not modelled: this is a floor, not a promise.
+so the pods are placed first-fit decreasing (training pods excepted: they stop at a checkpoint
+and wait for room) into the free GPUs per node, each only on nodes
+its nodeSelector, required node affinity and tolerations allow (`pitstop.kube.scheduling`: a
+dedicated pool's GPUs do not count for pods that may not go there); the check fails if a pod
+does not fit, or if fewer than `margin` GPUs would remain spare afterwards. Inter-pod
+(anti-)affinity and topology spread are not modelled: this is a floor, not a promise.
+
+Serving replicas that would go down with nothing to take their place are reported: GPU pods of
+a Deployment or StatefulSet with no PodDisruptionBudget, or the only running replica of their
+workload. The check refuses them unless the task acknowledges the workloads by name.
 """
 
 from __future__ import annotations
@@ -22,13 +29,17 @@ from pitstop.kube.annotations import (
     UNREACHABLE_TAINT,
     UNSCHEDULABLE_TAINT,
 )
-from pitstop.kube.budgets import BudgetUse, budget_uses
+from pitstop.kube.budgets import BudgetUse, budget_uses, covering
+from pitstop.kube.checkpoint import Workload
 from pitstop.kube.objects import (
     Obj,
     annotations_of,
+    controller_of,
     is_daemonset_pod,
     key_of,
+    labels_of,
     name_of,
+    namespace_of,
     node_allocatable,
     node_is_ready,
     node_is_unschedulable,
@@ -38,6 +49,7 @@ from pitstop.kube.objects import (
     pod_node,
     resource_count,
 )
+from pitstop.kube.scheduling import can_run_on
 
 BLOCKING_TAINTS = (UNSCHEDULABLE_TAINT, NOT_READY_TAINT, UNREACHABLE_TAINT, MAINTENANCE_TAINT)
 
@@ -76,6 +88,11 @@ class GpuAssessment:
     unplaced: tuple[tuple[str, int], ...]  # those that fit on no receiving node
     largest_free: int
     free_after: int
+    # Unplaced pods that would have fit somewhere their nodeSelector/affinity/tolerations forbid.
+    constrained: tuple[str, ...] = ()
+    # Training pods on the leaving nodes: checkpointed and rescheduled when there is room, so
+    # not counted against the GPUs that must be free now.
+    waiting: tuple[str, ...] = ()
 
     @property
     def ok(self) -> bool:
@@ -92,6 +109,13 @@ class GpuAssessment:
             shown = ", ".join(f"{pod} ({gpus})" for pod, gpus in self.unplaced[:5])
             more = f" and {len(self.unplaced) - 5} more" if len(self.unplaced) > 5 else ""
             text += f"; no node has room for {shown}{more} (largest free block: {self.largest_free})"
+        if self.waiting:
+            text += f"; {len(self.waiting)} training pods wait for room after their checkpoint"
+        if self.constrained:
+            text += (
+                f"; {', '.join(self.constrained[:5])} would fit only on nodes "
+                "its nodeSelector, node affinity or tolerations rule out"
+            )
         return text
 
 
@@ -113,17 +137,28 @@ def assess_gpus(
             where = pod_node(running)
             used[where] = used.get(where, 0) + resource_count(running, resource)
     free = {name_of(n): max(0, node_allocatable(n, resource) - used.get(name_of(n), 0)) for n in receiving}
-    moving = sorted(
-        ((key_of(p), resource_count(p, resource)) for p in pods_to_move(pod_list, leaving_set)),
+    by_name = {name_of(n): n for n in receiving}
+    to_move = sorted(
+        ((key_of(p), resource_count(p, resource), p) for p in pods_to_move(pod_list, leaving_set)),
         key=lambda item: (-item[1], item[0]),
     )
-    moving = [(pod, gpus) for pod, gpus in moving if gpus > 0]
+    to_move = [item for item in to_move if item[1] > 0]
+    # Training stops at a checkpoint and is rescheduled when there is room (its pool may be
+    # full); only what must keep running has to fit elsewhere now.
+    waiting = tuple(key for key, _, pod in to_move if Workload(pod).is_training)
+    to_move = [item for item in to_move if item[0] not in waiting]
+    moving = [(pod, gpus) for pod, gpus, _ in to_move]
     blocks = dict(free)
     unplaced: list[tuple[str, int]] = []
-    for pod, gpus in moving:
-        target = next((node for node in sorted(blocks) if blocks[node] >= gpus), None)
+    constrained: list[str] = []
+    for pod_key, gpus, pod in to_move:
+        target = next(
+            (node for node in sorted(blocks) if blocks[node] >= gpus and can_run_on(pod, by_name[node])), None
+        )
         if target is None:
-            unplaced.append((pod, gpus))
+            unplaced.append((pod_key, gpus))
+            if any(room >= gpus for room in blocks.values()):
+                constrained.append(pod_key)
         else:
             blocks[target] -= gpus
     total_free = sum(free.values())
@@ -139,7 +174,51 @@ def assess_gpus(
         unplaced=tuple(unplaced),
         largest_free=max(free.values(), default=0),
         free_after=total_free - needed,
+        constrained=tuple(constrained),
+        waiting=waiting,
     )
+
+
+SERVING_CONTROLLERS = ("ReplicaSet", "StatefulSet")
+
+
+def workload_of(pod: Obj) -> str | None:
+    """`Deployment ns/name` or `StatefulSet ns/name` for a serving replica, else None. A
+    ReplicaSet's name is its Deployment's plus `-<pod-template-hash>`."""
+    ref = controller_of(pod)
+    if ref is None or ref.get("kind") not in SERVING_CONTROLLERS:
+        return None
+    name = str(ref.get("name") or "")
+    if ref.get("kind") == "ReplicaSet":
+        hash_ = labels_of(pod).get("pod-template-hash")
+        if hash_ and name.endswith(f"-{hash_}"):
+            return f"Deployment {namespace_of(pod)}/{name.removesuffix(f'-{hash_}')}"
+        return f"ReplicaSet {namespace_of(pod)}/{name}"
+    return f"StatefulSet {namespace_of(pod)}/{name}"
+
+
+def unprotected_serving(
+    moving: Iterable[Obj], all_pods: Iterable[Obj], pdbs: Iterable[Obj], resource: str
+) -> dict[str, str]:
+    """Workload -> why, for GPU serving replicas on the leaving nodes that would leave the
+    service with nothing in their place: no PDB covers them, or they are its only replica."""
+    pdb_list = list(pdbs)
+    replicas: dict[str, int] = {}
+    for pod in all_pods:
+        ref = controller_of(pod)
+        if ref is not None and pod_is_active(pod):
+            replicas[str(ref.get("uid"))] = replicas.get(str(ref.get("uid")), 0) + 1
+    out: dict[str, str] = {}
+    for pod in moving:
+        workload = workload_of(pod)
+        if workload is None or resource_count(pod, resource) == 0:
+            continue
+        ref = controller_of(pod) or {}
+        if replicas.get(str(ref.get("uid")), 0) <= 1:
+            out.setdefault(workload, "its only running replica would go")
+        elif not covering(pdb_list, pod):
+            out.setdefault(workload, "no PodDisruptionBudget covers it")
+    return out
 
 
 @dataclass(frozen=True)
@@ -152,6 +231,14 @@ class CapacityReport:
     # healthy elsewhere (spare GPUs are checked above), so only a budget that never allows a
     # disruption falls short.
     pdb_headroom: str = "now"
+    # Serving workloads that would go down unprotected (workload -> why), and those of them the
+    # task acknowledged.
+    unprotected: dict[str, str] = field(default_factory=dict)
+    acknowledged: frozenset[str] = frozenset()
+
+    @property
+    def refused_workloads(self) -> dict[str, str]:
+        return {w: why for w, why in self.unprotected.items() if w not in self.acknowledged}
 
     @property
     def short_budgets(self) -> list[BudgetUse]:
@@ -161,7 +248,7 @@ class CapacityReport:
 
     @property
     def ok(self) -> bool:
-        return (self.gpus is None or self.gpus.ok) and not self.short_budgets
+        return (self.gpus is None or self.gpus.ok) and not self.short_budgets and not self.refused_workloads
 
     def describe(self) -> str:
         leaving = ", ".join(self.leaving)
@@ -175,6 +262,16 @@ class CapacityReport:
             parts.append("PDB headroom too small: " + "; ".join(b.describe() for b in short))
         elif self.budgets:
             parts.append(f"{len(self.budgets)} PDBs allow the evictions")
+        refused = self.refused_workloads
+        if refused:
+            parts.append(
+                "serving would go down unprotected: "
+                + "; ".join(f"{w} ({why})" for w, why in sorted(refused.items()))
+                + " (acknowledge them in `acknowledge_unprotected` if that is accepted)"
+            )
+        accepted = sorted(w for w in self.unprotected if w in self.acknowledged)
+        if accepted:
+            parts.append(f"acknowledged going down: {', '.join(accepted)}")
         head = "capacity is enough" if self.ok else "not enough capacity"
         where = f" if {leaving} leave" if leaving else ""
         return f"{head}{where}: " + "; ".join(parts)
@@ -192,6 +289,7 @@ def assess(
     check_gpus: bool = True,
     check_pdbs: bool = True,
     pdb_headroom: str = "now",
+    acknowledged: Iterable[str] = (),
 ) -> CapacityReport:
     leaving_set = set(leaving)
     pod_list = list(pods)
@@ -200,7 +298,15 @@ def assess(
         if check_gpus
         else None
     )
-    budgets = budget_uses(pods_to_move(pod_list, leaving_set), pdbs) if check_pdbs else []
+    pdb_list = list(pdbs)
+    moving = pods_to_move(pod_list, leaving_set)
+    budgets = budget_uses(moving, pdb_list) if check_pdbs else []
+    unprotected = unprotected_serving(moving, pod_list, pdb_list, resource) if check_pdbs else {}
     return CapacityReport(
-        leaving=tuple(sorted(leaving_set)), gpus=gpus, budgets=budgets, pdb_headroom=pdb_headroom
+        leaving=tuple(sorted(leaving_set)),
+        gpus=gpus,
+        budgets=budgets,
+        pdb_headroom=pdb_headroom,
+        unprotected=unprotected,
+        acknowledged=frozenset(acknowledged),
     )

@@ -8,6 +8,7 @@ labels pitstop writes are listed in `pitstop.kube.annotations`.
 
 from __future__ import annotations
 
+import re
 from datetime import timedelta
 from typing import Any, Literal
 
@@ -244,6 +245,26 @@ class CapacityCheckArgs(ModuleArgs):
         "the drain evicts one at a time and waits for replacements, so only a PDB that never allows a "
         "disruption (minAvailable = replicas, maxUnavailable 0) fails the check.",
     )
+    acknowledge_unprotected: list[str] = Field(
+        default_factory=list,
+        description="Serving workloads (`Deployment <ns>/<name>`, `StatefulSet <ns>/<name>`) the runbook "
+        "accepts to go down while their pods move: GPU serving with no PDB, or a single replica. Any other "
+        "such workload on the leaving nodes fails the check, named.",
+    )
+
+    @field_validator("acknowledge_unprotected")
+    @classmethod
+    def _workload_names(cls, value: list[str]) -> list[str]:
+        for item in value:
+            if not re.fullmatch(
+                r"(Deployment|StatefulSet|ReplicaSet) [a-z0-9][-a-z0-9]*/[a-z0-9][-a-z0-9.]*", item
+            ):
+                raise ValueError(
+                    f"{item!r} is not a workload: write `Deployment <namespace>/<name>` or "
+                    "`StatefulSet <namespace>/<name>`"
+                )
+        return value
+
     wait_seconds: float = Field(
         default=0,
         ge=0,

@@ -167,7 +167,11 @@ def test_report_fails_with_the_numbers_of_every_shortfall() -> None:
     )
     assert "PDB headroom too small: PDB serving/web allows 0 disruptions now (2 of its healthy pods" in text
     fine = assess(
-        [node("a"), node("b")], [pod("w1", "a", 4)], [pdb("web", "web", 1)], ["a"], resource="nvidia.com/gpu"
+        [node("a"), node("b")],
+        [pod("w1", "a", 4), pod("w9", "b")],  # another replica keeps serving
+        [pdb("web", "web", 1)],
+        ["a"],
+        resource="nvidia.com/gpu",
     )
     assert fine.ok
     assert fine.describe() == (
@@ -195,3 +199,81 @@ def test_the_pdb_named_in_a_refusal_is_read_from_its_cause() -> None:
     ]
     assert pdb_from_refusal("serving", causes, "fallback") == "serving/web"
     assert pdb_from_refusal("serving", [], "fallback") == "fallback"
+
+
+POOL_TAINT = {"key": "pool", "value": "training", "effect": "NoSchedule"}
+
+
+def test_gpus_of_nodes_a_pod_may_not_use_do_not_count_for_it() -> None:
+    # The only free GPUs are in a tainted training pool; the serving pod neither tolerates the
+    # taint nor matches its nodeSelector elsewhere.
+    nodes = [node("a"), node("pool-1", taints=[POOL_TAINT], labels={"pool": "training"}), node("c", 0)]
+    serving = pod("w1", "a", 4)
+    serving["spec"]["nodeSelector"] = {"pool": "inference"}
+    other = pod("w2", "c")
+    report = assess(nodes, [serving, other], [pdb("web", "web", 1)], ["a"], resource="nvidia.com/gpu")
+    assert not report.ok and report.gpus is not None
+    assert report.gpus.unplaced == (("serving/w1", 4),) and report.gpus.constrained == ("serving/w1",)
+    assert "serving/w1 would fit only on nodes its nodeSelector, node affinity or tolerations rule out" in (
+        report.describe()
+    )
+    # A pod that tolerates the taint and whose required node affinity picks the pool fits there.
+    serving["spec"].pop("nodeSelector")
+    serving["spec"]["tolerations"] = [{"key": "pool", "operator": "Exists", "effect": "NoSchedule"}]
+    serving["spec"]["affinity"] = {
+        "nodeAffinity": {
+            "requiredDuringSchedulingIgnoredDuringExecution": {
+                "nodeSelectorTerms": [
+                    {"matchExpressions": [{"key": "pool", "operator": "In", "values": ["training"]}]}
+                ]
+            }
+        }
+    }
+    assert assess(nodes, [serving, other], [pdb("web", "web", 1)], ["a"], resource="nvidia.com/gpu").ok
+    # Affinity for a pool that has no room: unplaced again.
+    serving["spec"]["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"][
+        "nodeSelectorTerms"
+    ][0]["matchExpressions"][0]["values"] = ["inference"]
+    assert not assess(nodes, [serving, other], [pdb("web", "web", 1)], ["a"], resource="nvidia.com/gpu").ok
+
+
+def test_serving_that_would_go_down_unprotected_is_refused_by_name_unless_acknowledged() -> None:
+    rs = {**RS, "name": "vllm-7d9f8b6c5", "uid": "rs-vllm"}
+    lone = pod("vllm-7d9f8b6c5-abcde", "a", 1, owner=rs)
+    lone["metadata"]["labels"]["pod-template-hash"] = "7d9f8b6c5"
+    no_pdb = pod("w1", "a", 1)  # web: two replicas, but no PDB covers them
+    elsewhere = pod("w2", "b", 1)
+    nodes = [node("a"), node("b")]
+    report = assess(nodes, [lone, no_pdb, elsewhere], [], ["a"], resource="nvidia.com/gpu")
+    assert report.unprotected == {
+        "Deployment serving/vllm": "its only running replica would go",
+        "ReplicaSet serving/rs": "no PodDisruptionBudget covers it",
+    }
+    assert not report.ok
+    assert (
+        "serving would go down unprotected: Deployment serving/vllm (its only running replica would go); "
+        "ReplicaSet serving/rs (no PodDisruptionBudget covers it)"
+    ) in report.describe()
+    accepted = assess(
+        nodes,
+        [lone, no_pdb, elsewhere],
+        [],
+        ["a"],
+        resource="nvidia.com/gpu",
+        acknowledged=["Deployment serving/vllm", "ReplicaSet serving/rs"],
+    )
+    assert accepted.ok
+    assert "acknowledged going down: Deployment serving/vllm, ReplicaSet serving/rs" in accepted.describe()
+    # Pods without GPUs are not this check's business.
+    cpu_only = pod("c1", "a", 0, owner=rs)
+    assert assess(nodes, [cpu_only], [], ["a"], resource="nvidia.com/gpu").unprotected == {}
+
+
+def test_training_pods_wait_for_room_after_their_checkpoint_instead_of_needing_it_now() -> None:
+    job = {"kind": "Job", "name": "pretrain", "uid": "j", "controller": True}
+    trainer = pod("pretrain-0", "a", 8, owner=job)
+    trainer["metadata"]["labels"]["pitstop.dev/gang"] = "pretrain"
+    report = assess([node("a"), node("b", 0)], [trainer], [], ["a"], resource="nvidia.com/gpu")
+    assert report.ok and report.gpus is not None
+    assert report.gpus.waiting == ("serving/pretrain-0",) and report.gpus.needed == 0
+    assert "1 training pods wait for room after their checkpoint" in report.describe()
