@@ -5,7 +5,7 @@ acknowledges the token or finishes."""
 
 from __future__ import annotations
 
-from activities.kube.client import Kube, job_path, pod_path, pods_path
+from activities.kube.client import ApiStatus, Kube, job_path, pod_path, pods_path
 from activities.kube.common import Deadline, kube_for, kube_module, node_name, pause
 from activities.kube.drain import owning_jobs
 from pitstop.contracts import ModuleCall, ModuleResult
@@ -85,7 +85,14 @@ def _request(kube: Kube, workloads: list[Workload], token: str) -> list[str]:
         if label in seen:
             continue
         seen.add(label)
-        kube.patch(path, {"metadata": {"annotations": {CHECKPOINT_REQUESTED: token}}})
+        try:
+            kube.patch(path, {"metadata": {"annotations": {CHECKPOINT_REQUESTED: token}}})
+        except ApiStatus as exc:
+            # A member listed a moment ago is gone (another node's drain evicted it after its
+            # checkpoint, or it finished): nothing of it is left to checkpoint.
+            if exc.status != 404:
+                raise
+            continue
         asked.append(label)
     return asked
 

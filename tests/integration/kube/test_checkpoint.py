@@ -3,9 +3,12 @@ cluster, and the drain that follows it."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 from temporalio.exceptions import ApplicationError
 
+import activities.kube.checkpoint as checkpoint_module
 from activities.kube.checkpoint import wait_for_workloads
 from activities.kube.drain import drain_node
 from activities.kube.nodes import cordon
@@ -133,3 +136,40 @@ def test_a_selected_pod_that_finishes_releases_the_wait(
     assert result.data["workloads"] == ["training/finetune"]
     assert result.data["without_protocol"] == ["training/finetune"]
     assert (sim.get("pods", "finetune", "training") or {})["status"]["phase"] == "Succeeded"
+
+
+def test_a_gang_member_that_vanishes_before_it_is_asked_is_not_an_error(
+    start_sim: StartSim, module_runner: ModuleRunner, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Two nodes of one gang in flight: node B lists the gang, then node A's drain evicts A's
+    # member (checkpointed) before B writes its request on it. The PATCH gets a real 404 from
+    # the cluster; the member is gone, so there is nothing of it left to checkpoint.
+    sim = start_sim(CLUSTER)
+    [(member, node)] = [
+        (p["metadata"]["name"], p["spec"]["nodeName"])
+        for p in sim.list("pods", "training", label_selector="pitstop.dev/gang=llm-pretrain")
+        if p["spec"]["nodeName"] == "gpu-node-001"
+    ]
+    real_kube_for = checkpoint_module.kube_for
+
+    def vanishing(call: Any) -> Any:
+        kube = real_kube_for(call)
+        patch = kube.patch
+
+        def patch_after_vanishing(path: str, body: Any, *args: Any, **kwargs: Any) -> Any:
+            if path.endswith(f"/pods/{member}") and sim.get("pods", member, "training") is not None:
+                pods = sim.resource("pods")
+                sim.call(lambda c: c.api.delete(pods, "training", member, {"gracePeriodSeconds": 0}))
+            return patch(path, body, *args, **kwargs)
+
+        kube.patch = patch_after_vanishing  # type: ignore[method-assign]
+        return kube
+
+    monkeypatch.setattr(checkpoint_module, "kube_for", vanishing)
+    result = module_runner(wait_for_workloads, sim, FAST, run_id="run-4", host="gpu-node-002")
+    assert node == "gpu-node-001" and sim.get("pods", member, "training") is None
+    # Only the member still there was asked, and the task ended well: it acknowledged, and the
+    # vanished one counts as finished.
+    [asked] = result.data["requested"]
+    assert asked.startswith("pod training/llm-pretrain-1-")
+    assert result.msg.startswith("2 workloads acknowledged checkpoint run-4/gpu-node-002 or finished")
