@@ -9,7 +9,8 @@
   job.py         kube.job (a Job pinned to a node, with its logs)
   generic.py     kube.get, kube.patch
   upgrade_checks.py  kube.deprecations, kube.crd_webhook_check (pre-upgrade, read-only)
-  apply.py       kube.apply (client-side apply, as kubectl)
+  apply.py       kube.apply (server-side apply by default; client-side as kubectl)
+  rollout.py     kube.wait_rollout (kubectl rollout status's verdict)
   inventory.py   dynamic inventory groups (`from_nodes`) for plan.load
   client.py      the cached ApiClient per cluster and the JSON layer over it
   common.py      node name, deadlines, heartbeats, error translation
@@ -30,6 +31,7 @@ from activities.kube.drain import drain_node
 from activities.kube.generic import get, patch
 from activities.kube.job import run_job
 from activities.kube.nodes import annotate, cordon, taint, uncordon, untaint, wait_node_ready
+from activities.kube.rollout import wait_rollout
 from activities.kube.upgrade_checks import crd_webhook_check, deprecations
 
 KUBE_ACTIVITIES: list[Callable[..., Any]] = [
@@ -50,4 +52,5 @@ KUBE_ACTIVITIES: list[Callable[..., Any]] = [
     deprecations,
     crd_webhook_check,
     apply,
+    wait_rollout,
 ]

@@ -7,6 +7,7 @@ directory (PITSTOP_RUNBOOK_DIR, default `runbooks`).
 
 from __future__ import annotations
 
+import re
 from datetime import timedelta
 from typing import Any, Literal
 
@@ -145,6 +146,49 @@ class ApplyArgs(ModuleArgs):
         return self
 
 
+class WaitRolloutArgs(ModuleArgs):
+    """Wait until rollouts have finished as `kubectl rollout status` says: the Deployments,
+    DaemonSets and StatefulSets in the manifests of `src` (what a kube.apply just applied) and
+    those named in `objects`. Done means the controller observed the new spec and every replica
+    is updated and available (a DaemonSet on every node it should run on), not that the spec was
+    patched. A Deployment past its progress deadline fails at once."""
+
+    src: list[str] | None = Field(
+        default=None, description="Manifest file(s) or directories, as kube.apply's."
+    )
+    objects: list[str] = Field(
+        default_factory=list,
+        description="Workloads by name: `Deployment <namespace>/<name>`, `DaemonSet ...`, `StatefulSet ...`.",
+    )
+    namespace: str = Field(
+        default="default", min_length=1, description="Namespace of namespaced objects that name none."
+    )
+    recursive: bool = Field(default=False, description="Read directories recursively (kubectl -R).")
+    timeout_seconds: float = Field(default=900, gt=0, description="Give up after this long.")
+    poll_interval_seconds: float = Field(default=5.0, gt=0, description="How often to look again.")
+
+    _src_list = field_validator("src", mode="before")(_as_list)
+
+    @field_validator("objects")
+    @classmethod
+    def _workloads(cls, value: list[str]) -> list[str]:
+        for item in value:
+            if not re.fullmatch(
+                r"(Deployment|DaemonSet|StatefulSet) [a-z0-9][-a-z0-9]*/[a-z0-9][-a-z0-9.]*", item
+            ):
+                raise ValueError(
+                    f"{item!r} is not a workload: write `Deployment <namespace>/<name>` "
+                    "(or DaemonSet, StatefulSet)"
+                )
+        return value
+
+    @model_validator(mode="after")
+    def _something(self) -> WaitRolloutArgs:
+        if not self.src and not self.objects:
+            raise ValueError("give `src` (manifests) or `objects` (workloads by name)")
+        return self
+
+
 def _spec(name: str, model: type[ArgsT], summary: str, minutes: int) -> ModuleSpec[ArgsT]:
     return ModuleSpec(
         name=name,
@@ -170,8 +214,17 @@ CRD_WEBHOOK_CHECK = _spec(
     5,
 )
 APPLY = _spec(
-    "kube.apply", ApplyArgs, "Apply manifests as `kubectl apply` does (client-side, last-applied).", 10
+    "kube.apply",
+    ApplyArgs,
+    "Apply manifests (server-side apply as field manager pitstop; or client-side, as kubectl apply).",
+    10,
+)
+WAIT_ROLLOUT = _spec(
+    "kube.wait_rollout",
+    WaitRolloutArgs,
+    "Wait until Deployments, DaemonSets and StatefulSets have rolled out, as kubectl rollout status.",
+    60,
 )
 
 # Every module of this file, listed once; `pitstop/module_catalog.py` joins the families.
-SPECS: list[ModuleSpec[Any]] = [DEPRECATIONS, CRD_WEBHOOK_CHECK, APPLY]
+SPECS: list[ModuleSpec[Any]] = [DEPRECATIONS, CRD_WEBHOOK_CHECK, APPLY, WAIT_ROLLOUT]
