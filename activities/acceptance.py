@@ -35,13 +35,16 @@ from pitstop.errors import ErrorType, fail
 from pitstop.kube.annotations import GPU_RESOURCE, MANAGED_BY_LABEL
 from pitstop.kube.objects import (
     annotations_of,
+    key_of,
     labels_of,
     meta,
     name_of,
     namespace_of,
     node_allocatable,
     node_condition,
+    pod_is_finished,
     pod_is_ready,
+    pod_node,
     pod_phase,
     resource_count,
 )
@@ -120,6 +123,25 @@ class Cluster:
 
     def gpus_of(self) -> dict[str, int]:
         return {name_of(n): node_allocatable(n, GPU_RESOURCE) for n in self.nodes}
+
+    def free_gpus_of(self) -> dict[str, tuple[int, int, list[str]]]:
+        """node -> (free GPUs, allocatable GPUs, the pods holding the rest). A probe asks only
+        for the free ones: the kubelet rejects a pod asking for more (`OutOfnvidia.com/gpu`),
+        and a canary still serving keeps its replica's GPUs."""
+        held: dict[str, list[tuple[str, int]]] = {}
+        for pod in self.pods:
+            count = resource_count(pod, GPU_RESOURCE)
+            if count and pod_node(pod) and not pod_is_finished(pod):
+                held.setdefault(pod_node(pod), []).append((key_of(pod), count))
+        out: dict[str, tuple[int, int, list[str]]] = {}
+        for name, allocatable in self.gpus_of().items():
+            holders = held.get(name, [])
+            out[name] = (
+                max(0, allocatable - sum(n for _, n in holders)),
+                allocatable,
+                [f"{pod} ({n})" for pod, n in sorted(holders)],
+            )
+        return out
 
 
 # --- kubernetes ---------------------------------------------------------------------------------
@@ -671,7 +693,7 @@ def acceptance_check(call: ModuleCall, args: AcceptanceArgs) -> ModuleResult:
     _known_nodes(cluster)
     measurements = {} if call.check_mode else _previous()
     cluster.done.update({k: m.model_dump(mode="json") for k, m in measurements.items()})
-    jobs = None if call.check_mode else Jobs(kube, call, args, cluster.gpus_of(), done=cluster.done)
+    jobs = None if call.check_mode else Jobs(kube, call, args, cluster.free_gpus_of(), done=cluster.done)
     for spec in specs:
         if spec.key in measurements:
             continue

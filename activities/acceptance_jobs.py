@@ -45,7 +45,8 @@ class Jobs:
     kube: Kube
     call: ModuleCall
     args: AcceptanceArgs
-    gpus_of: dict[str, int]
+    # node -> (free GPUs, allocatable GPUs, pods holding the others)
+    gpus: dict[str, tuple[int, int, list[str]]]
     bench_runs: dict[str, JobRun | str] = field(default_factory=dict)
     # What the call measured so far: every heartbeat carries it, so a retried attempt resumes.
     done: dict[str, Any] = field(default_factory=dict)
@@ -62,7 +63,19 @@ class Jobs:
         gpus: int | None = None,
         name: str | None = None,
     ) -> JobRun:
-        """Run one Job of validation `kind` on the node; `name` tells apart Jobs of one kind."""
+        """Run one Job of validation `kind` on the node; `name` tells apart Jobs of one kind. By
+        default it asks for every free GPU of the node; with none free it does not run."""
+        if gpus is None:
+            free, allocatable, holders = self.gpus.get(node, (0, 0, []))
+            if allocatable and not free:
+                return JobRun(
+                    node,
+                    False,
+                    "",
+                    f"no free GPU on {node} for the {kind} probe: all {allocatable} are held by "
+                    f"{', '.join(holders)} (drain the node first)",
+                )
+            gpus = free
         spec = JobArgs(
             image=image,
             command=command,
@@ -71,7 +84,7 @@ class Jobs:
             name=f"pitstop-accept-{name or kind}",
             namespace=self.args.namespace,
             labels={VALIDATION_LABEL: kind},
-            gpus=self.gpus_of.get(node, 0) if gpus is None else gpus,
+            gpus=gpus,
             timeout_seconds=self.args.job_timeout_seconds,
             poll_interval_seconds=self.args.poll_interval_seconds,
         )
@@ -114,7 +127,7 @@ def nccl(jobs: Jobs) -> Measurement:
     per_node: dict[str, float] = {}
     problems: list[str] = []
     for node in jobs.args.nodes:
-        gpus = max(1, jobs.gpus_of.get(node, 0))
+        gpus = max(1, jobs.gpus.get(node, (0, 0, []))[0])
         command = [cfg.binary, "-b", cfg.min_bytes, "-e", cfg.max_bytes, "-f", "4", "-g", str(gpus)]
         run = jobs.run("nccl", node, cfg.image, command)
         try:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+from decimal import Decimal
 from functools import lru_cache
 from typing import Any
 
@@ -33,6 +34,7 @@ from pitstop_sim.annotations import (
 from pitstop_sim.clock import rfc3339
 from pitstop_sim.controllers.base import Controller
 from pitstop_sim.events import EventRecorder
+from pitstop_sim.objects import allocatable_of, pod_requests
 from pitstop_sim.store import ObjectMissing, WatchEvent, clone
 from pitstop_sim.validation_logs import produce
 
@@ -159,6 +161,7 @@ class Kubelet(Controller):
         self._node_index: dict[str, int] = {}
         self.events = EventRecorder(self.ctx.store)
         self._pull_failed_uids: set[str] = set()  # waiting on an image the registry lacks
+        self._admitted: set[str] = set()  # uids of pods admitted with extended resources
 
     # --- observing --------------------------------------------------------------------------
 
@@ -169,6 +172,7 @@ class Kubelet(Controller):
                 uid = meta(obj).get("uid", "")
                 self.ctx.logs.pop(uid, None)
                 self._pull_failed_uids.discard(uid)
+                self._admitted.discard(uid)
                 return
             key = (namespace_of(obj), name_of(obj))
             if is_terminating(obj):
@@ -234,6 +238,8 @@ class Kubelet(Controller):
         node = self.ctx.store.get("nodes", None, pod_node(pod))
         if node is None or not node_is_ready(node):
             return  # started when the node becomes Ready
+        if self._reject_if_out_of(pod, node):
+            return
         self._starting.add(uid)
         delay = self.ctx.scenario.timing.pod_start_seconds
         key = (namespace_of(pod), name_of(pod))
@@ -262,6 +268,48 @@ class Kubelet(Controller):
             self.ctx.logs[uid] += f"{rfc3339()} container restarted after node reboot\n"
         stored = self.ctx.store.update("pods", started)
         self._arm_completion(stored)
+
+    # --- admission ---------------------------------------------------------------------------
+
+    def _reject_if_out_of(self, pod: Obj, node: Obj) -> bool:
+        """The kubelet's own admission of extended resources (GPUs): a pod bound to the node
+        (by the scheduler, or by `spec.nodeName` past it) that asks for more than the node's
+        allocatable minus what its other pods hold is rejected, as pkg/kubelet/lifecycle
+        does: phase Failed, reason `OutOf<resource>`, and an event."""
+        wanted = {k: v for k, v in pod_requests(pod).items() if "/" in k and v > 0}
+        if not wanted:
+            return False
+        uid = meta(pod).get("uid", "")
+        others = [
+            p
+            for p in self.ctx.pods_on_node(name_of(node))
+            if meta(p).get("uid") != uid
+            and not pod_is_finished(p)
+            and (pod_phase(p) == "Running" or meta(p).get("uid") in self._admitted)
+        ]
+        allocatable = allocatable_of(node)
+        for resource, requested in sorted(wanted.items()):
+            used = sum((pod_requests(p).get(resource, Decimal(0)) for p in others), Decimal(0))
+            capacity = allocatable.get(resource, Decimal(0))
+            if used + requested <= capacity:
+                continue
+            message = (
+                f"Node didn't have enough resource: {resource}, requested: {int(requested)}, "
+                f"used: {int(used)}, capacity: {int(capacity)}"
+            )
+            self.events.record(pod, "Warning", f"OutOf{resource}", message, "kubelet", name_of(node))
+            rejected = clone(pod)
+            rejected["status"] = {
+                **(pod.get("status") or {}),
+                "phase": "Failed",
+                "reason": f"OutOf{resource}",
+                "message": f"Pod was rejected: {message}",
+                "startTime": rfc3339(),
+            }
+            self.ctx.store.update("pods", rejected)
+            return True
+        self._admitted.add(uid)
+        return False
 
     # --- images ------------------------------------------------------------------------------
 

@@ -21,19 +21,31 @@ __all__ = ["module_runner", "start_sim"]
 
 PLATFORM = """
 name: acceptance
-cluster: {nodes: 3, domains: 1, gpus_per_node: 8}
+cluster: {nodes: 4, domains: 1, gpus_per_node: 8}
 timing: {time_scale: 60, job_seconds: 5, validation_seconds: {dcgm: 30, nccl: 30}}
 health:
   default: {nccl_busbw_gbps: 392}
 workloads:
   deployments:
     - {name: coredns, namespace: kube-system, replicas: 2}
-    - {name: vllm, namespace: serving, replicas: 1, gpus: 1, labels: {team: llm, cost-center: ai}}
+    - name: vllm
+      namespace: serving
+      replicas: 1
+      gpus: 1
+      labels: {team: llm, cost-center: ai}
+      placement: [gpu-node-002]
   daemonsets:
     - {name: calico-node, namespace: kube-system, gpu_nodes_only: false}
     - {name: ebs-csi-node, namespace: kube-system, gpu_nodes_only: false}
   training_jobs:
-    - {name: pretrain, namespace: training, pods: 1, gpus_per_pod: 8, queue: training}
+    # On gpu-node-004: its GPUs are all taken, so probes go to the others (the kubelet rejects
+    # a probe asking for GPUs a running pod holds; gpu-node-002 lends 7 of its 8).
+    - name: pretrain
+      namespace: training
+      pods: 1
+      gpus_per_pod: 8
+      queue: training
+      placement: [gpu-node-004]
   cluster_queues:
     - name: gpu-queue
       local_queues: [{name: training, namespace: training}]
@@ -74,7 +86,7 @@ def test_every_layer_of_section_12_is_reported_and_unmeasurable_checks_are_na_wi
         "governance/kueue",
     ):
         assert checks[key]["status"] == "passed", (key, checks[key])
-    assert checks["gpu/discovery"]["value"] == 24
+    assert checks["gpu/discovery"]["value"] == 32
     assert checks["gpu/allocation"]["value"] == 9
     assert checks["network/nccl"]["value"] == pytest.approx(392, rel=0.02)
     assert "no multi-node NCCL job" in checks["network/cross_node"]["detail"]
@@ -327,3 +339,26 @@ def test_mig_nodes_must_report_their_mig_configuration_applied(
     sim.patch("nodes", "gpu-node-002", {"metadata": {"labels": {"nvidia.com/mig.config.state": "failed"}}})
     failed = accept(module_runner, sim, layers=["gpu/mig_dra"])
     assert "gpu/mig_dra: 1 MIG nodes, 0 ResourceSlices; gpu-node-002 mig.config.state=failed" in failed.msg
+
+
+def test_a_probe_never_asks_for_gpus_a_running_pod_holds_and_says_so_when_none_are_free(
+    start_sim: StartSim, module_runner: ModuleRunner
+) -> None:
+    sim = start_sim(PLATFORM)
+    # gpu-node-004 is full (the training job): no probe is created there, and the check says why.
+    full = checks_of(accept(module_runner, sim, layers=["network"], nodes=["gpu-node-004"]).data)[
+        "network/nccl"
+    ]
+    assert full["status"] == "failed"
+    assert (
+        "no free GPU on gpu-node-004 for the nccl probe: all 8 are held by training/pretrain-0-"
+        in full["detail"]
+    )
+    assert "(drain the node first)" in full["detail"]
+    # gpu-node-002 serves one replica: the probe asks for the 7 free GPUs, which the kubelet admits.
+    shared = checks_of(accept(module_runner, sim, layers=["network"], nodes=["gpu-node-002"]).data)[
+        "network/nccl"
+    ]
+    assert shared["status"] == "passed", shared
+    rejected = [e for e in sim.list("events") if str(e.get("reason", "")).startswith("OutOf")]
+    assert rejected == []

@@ -146,3 +146,24 @@ def test_a_probe_whose_image_does_not_exist_fails_at_once_with_image_pull_back_o
     # kubectl-style shortening of Docker Hub names: busybox is docker.io/library/busybox:latest.
     with pytest.raises(ApplicationError, match=r"docker\.io/library/busybox:latest: not found"):
         module_runner(run_job, sim, {**missing, "image": "busybox"}, run_id="run-10", task_path="validate/0")
+
+
+def test_the_kubelet_rejects_a_pinned_probe_asking_for_gpus_a_running_pod_holds(
+    start_sim: StartSim, module_runner: ModuleRunner
+) -> None:
+    # Pinned by nodeName, the pod skips the scheduler; the kubelet's own admission refuses it,
+    # and the task reports the kubelet's words.
+    sim = start_sim(
+        CLUSTER + "workloads:\n  deployments:\n    - {name: serve, namespace: serving, replicas: 1, gpus: 1, "
+        "placement: [gpu-node-001]}\n"
+    )
+    result = module_runner(
+        run_job, sim, {**DCGM, "pin": "node_name"}, run_id="run-11", task_path="validate/0"
+    )
+    message = result.msg
+    assert result.failed and "failed on gpu-node-001" in message
+    assert (
+        "(OutOfnvidia.com/gpu: Pod was rejected: Node didn't have enough resource: nvidia.com/gpu, "
+        "requested: 8, used: 1, capacity: 8)"
+    ) in message
+    assert "Warning OutOfnvidia.com/gpu: Node didn't have enough resource" in message
