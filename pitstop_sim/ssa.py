@@ -530,6 +530,12 @@ def apply(
 ) -> Obj:
     """Updater.Apply: the object after `manager` applies `config` to `live` (raises ApplyConflict)."""
     managers = read_managers(live)
+    if live and not managers:
+        # skipnonapplied.go: an object nobody's fields were recorded for (made before
+        # server-side apply, or by a client the field manager never saw) is first owned whole by
+        # `before-first-apply`, so an apply that changes it conflicts like any other.
+        owned = compare({}, _body(live), schema).added
+        managers = [Manager("before-first-apply", "Update", api_version, owned, stamp())]
     me = (manager, "Apply", "")
     mine = next((m for m in managers if m.key == me), None)
     last = set(mine.fields) if mine else set()
@@ -552,11 +558,14 @@ def apply(
 def _prune(merged: Obj, last: FieldSet, managers: list[Manager], schema: Schema) -> Obj:
     """Updater.prune: what this manager applied last time and no longer does goes, unless someone
     (this apply included) still owns it. Named fields on the way to an owned path count as owned
-    (EnsureNamedFieldsAreMembers), so an abandoned struct such as `rollingUpdate` goes whole."""
+    (EnsureNamedFieldsAreMembers), so an abandoned struct such as `rollingUpdate` goes whole;
+    list items do not, so an abandoned item goes whole too."""
     owned: FieldSet = set()
     for m in managers:
         owned |= m.fields
-    kept = _with_named_parents(owned) | {p[:i] for p in owned for i in range(1, len(p))}
+    # Only named fields are added back as parents (addBackOwnedItems): a list item nobody
+    # applies any more goes whole, even if another manager owns a field inside it.
+    kept = _with_named_parents(owned)
     gone = _with_named_parents(last) - kept
     return remove_items(merged, gone, schema)
 

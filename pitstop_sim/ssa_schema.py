@@ -12,8 +12,8 @@ below (k8s.io/api @ the mirror's HEAD, core/v1/types.go):
 - PodSpec.topologySpreadConstraints: topologyKey, whenUnsatisfiable.
 A key with a schema default counts with that default when the object leaves it out
 (structured-merge-diff fills list-map keys from `default`): `protocol` defaults to TCP.
-Atomic maps: `spec.selector` (metav1.LabelSelector is `+structType=atomic`; a Service's
-selector map is `+mapType=atomic`).
+Atomic maps and structs: see `_ATOMIC_FIELDS` (LabelSelectors, nodeSelector, NodeSelector,
+key selectors); a custom resource's maps are granular unless its schema says otherwise.
 """
 
 from __future__ import annotations
@@ -41,7 +41,26 @@ _MAP_KEYS: dict[tuple[str, str], tuple[tuple[str, ...], dict[str, str]]] = {
     ("resources", "claims"): (("name",), {}),
 }
 
-_ATOMIC_MAPS = frozenset({("spec", "selector")})
+# Maps and structs replaced whole (`+mapType=atomic` / `+structType=atomic`), by field name:
+# metav1.LabelSelector wherever it stands (meta/v1 types.go), PodSpec.nodeSelector, the
+# NodeSelector of required node affinity, and the key selectors of env and volumes
+# (core/v1 types.go).
+_ATOMIC_FIELDS = frozenset(
+    {
+        "selector",
+        "labelSelector",
+        "namespaceSelector",
+        "podSelector",
+        "nodeSelector",
+        "requiredDuringSchedulingIgnoredDuringExecution",
+        "configMapKeyRef",
+        "secretKeyRef",
+        "fieldRef",
+        "resourceFieldRef",
+    }
+)
+# A Service's selector is a map but atomic too (`+mapType=atomic`); pod affinity's required
+# terms share a name with NodeSelector but are a list, which this table never sees.
 
 
 def list_kind(name: str, parent: str) -> ListKind:
@@ -57,4 +76,5 @@ def list_kind(name: str, parent: str) -> ListKind:
 
 
 def map_is_atomic(name: str, parent: str) -> bool:
-    return (parent, name) in _ATOMIC_MAPS
+    del parent  # the names above are atomic wherever they stand in the built-in kinds
+    return name in _ATOMIC_FIELDS

@@ -13,6 +13,7 @@ itself only being dry-run are reported without one.
 from __future__ import annotations
 
 import json
+import re
 import time
 from typing import Any
 
@@ -197,26 +198,31 @@ class Applier:
         fields another manager owns unless `force_conflicts`."""
         namespace, name = entry["namespace"], entry["name"]
         what = f"kube.apply: {manifest.where}: {label}"
+        path = res.path(namespace, name)
         with api_errors(what):
-            live = self.kube.get_or_none(res.path(namespace, name))
-            if live is not None:
-                self._adopt_client_side_fields(res, live, what)
+            live = self.kube.get_or_none(path)
             try:
-                after = self.kube.server_side_apply(
-                    res.path(namespace, name),
-                    obj,
-                    field_manager=self.args.field_manager,
-                    force=self.args.force_conflicts,
-                    dry_run=self.check_mode,
-                )
+                after = self._send(path, obj, force=self.args.force_conflicts)
             except ApiStatus as exc:
-                if exc.status == 409 and exc.message.startswith("Apply failed"):
+                owners = conflicting_managers(exc)
+                if owners is None:
+                    raise
+                if live is None or not owners <= CLIENT_SIDE_MANAGERS or not client_side_entries(live):
                     fail(
                         ErrorType.PRECONDITION_FAILED,
                         f"{what}: {exc.message}\nThese fields belong to another manager. Leave them out "
                         "of the manifest, or set `force_conflicts: true` to take them over.",
                     )
-                raise
+                # Only client-side apply's own record stands in the way: take it over, as
+                # kubectl's csaupgrade does, and apply again. A dry run shows what that would do.
+                if self.check_mode:
+                    after = self._send(path, obj, force=True)
+                else:
+                    self._adopt_client_side_fields(path, live)
+                    after = self._send(path, obj, force=self.args.force_conflicts)
+            if not self.check_mode and client_side_entries(after):
+                # The next apply prunes what the client-side ones set and this one no longer does.
+                self._adopt_client_side_fields(path, after)
         before = live or {}
         changed = comparable(_spec_and_meta(before)) != comparable(_spec_and_meta(after))
         entry["action"] = "created" if live is None else "configured" if changed else "unchanged"
@@ -228,35 +234,59 @@ class Applier:
                 self.discovery.forget(f"{spec.get('group')}/{version.get('name')}")
         self.objects.append(entry)
 
-    def _adopt_client_side_fields(self, res: ApiResource, live: Obj, what: str) -> None:
+    def _send(self, path: str, obj: Obj, *, force: bool) -> Obj:
+        return self.kube.server_side_apply(
+            path, obj, field_manager=self.args.field_manager, force=force, dry_run=self.check_mode
+        )
+
+    def _adopt_client_side_fields(self, path: str, live: Obj) -> None:
         """Objects applied client-side (by pitstop before, or by kubectl) are owned by the Update
-        manager `kubectl-client-side-apply`; their first server-side apply would conflict with
-        it on every field it changes. As kubectl does since 1.26 (csaupgrade), its fields move to
-        this manager's Apply entry first, with the resourceVersion as a precondition."""
+        manager `kubectl-client-side-apply` (or pitstop's); a server-side apply conflicts with it
+        on every field it changes and would never prune what it set. As kubectl's csaupgrade
+        does, its fields move to this manager's Apply entry, with the resourceVersion as a
+        precondition."""
         entries = (live.get("metadata") or {}).get("managedFields") or []
-        csa = [
-            e
-            for e in entries
-            if e.get("manager") in CLIENT_SIDE_MANAGERS
-            and e.get("operation") == "Update"
-            and not e.get("subresource")
-        ]
-        if not csa or self.check_mode:
-            return
+        csa = client_side_entries(live)
         upgraded = upgrade_managed_fields(entries, csa, self.args.field_manager)
         patch = [
             {"op": "test", "path": "/metadata/resourceVersion", "value": live["metadata"]["resourceVersion"]},
             {"op": "replace", "path": "/metadata/managedFields", "value": upgraded},
         ]
-        self.kube.patch(
-            res.path(live["metadata"].get("namespace") or "", live["metadata"]["name"]), patch, "json"
-        )
-        live["metadata"]["managedFields"] = upgraded
+        self.kube.patch(path, patch, "json")
 
 
 # The Update managers of client-side apply: kubectl's, and pitstop's (`server_side: false`).
 CSA_MANAGER = "pitstop-client-side-apply"
 CLIENT_SIDE_MANAGERS = frozenset({"kubectl-client-side-apply", CSA_MANAGER})
+_CONFLICT_WITH = re.compile(r'^conflict with "([^"]+)"')
+
+
+def client_side_entries(obj: Obj) -> list[Obj]:
+    entries = (obj.get("metadata") or {}).get("managedFields") or []
+    return [
+        e
+        for e in entries
+        if e.get("manager") in CLIENT_SIDE_MANAGERS
+        and e.get("operation") == "Update"
+        and not e.get("subresource")
+    ]
+
+
+def conflicting_managers(exc: ApiStatus) -> set[str] | None:
+    """The managers a server-side apply conflicted with (from the 409's causes, as
+    `conflict with "<manager>" [with subresource ...] using <apiVersion>`); None when the error is
+    not an apply conflict. A manager behind a subresource never counts as client-side apply."""
+    if exc.status != 409 or not exc.message.startswith("Apply failed"):
+        return None
+    out: set[str] = set()
+    for cause in exc.causes:
+        text = str(cause.get("message") or "")
+        found = _CONFLICT_WITH.match(text)
+        if found is None or "with subresource" in text:
+            out.add(text or "?")
+        else:
+            out.add(found.group(1))
+    return out or {"?"}
 
 
 def upgrade_managed_fields(entries: list[Obj], csa: list[Obj], manager: str) -> list[Obj]:

@@ -112,3 +112,102 @@ def test_merging_keeps_the_live_order_with_the_configs_new_items_after_it() -> N
         {"spec": {"tags": ["a", "b"]}}, {"spec": {"tags": ["c"]}}, "", "", ssa.Schema(custom=True)
     )
     assert custom == {"spec": {"tags": ["c"]}}
+
+
+def deployment(containers: list[dict[str, object]], **spec: object) -> dict[str, object]:
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {"name": "d"},
+        "spec": {"template": {"spec": {"containers": containers, **spec}}},
+    }
+
+
+def test_an_object_nobody_owns_is_owned_by_before_first_apply_so_changes_conflict() -> None:
+    # skipnonapplied.go: made before server-side apply (or seeded), the object is first owned
+    # whole by `before-first-apply`; an apply that keeps its values co-owns them.
+    live = deployment([{"name": "a", "image": "x:1"}])
+    same = ssa.apply(
+        live,
+        deployment([{"name": "a", "image": "x:1"}]),
+        manager="me",
+        api_version="apps/v1",
+        force=False,
+        schema=BUILT_IN,
+    )
+    assert {m.manager for m in ssa.read_managers(same)} == {"before-first-apply", "me"}
+    with pytest.raises(ssa.ApplyConflict) as changed:
+        ssa.apply(
+            live,
+            deployment([{"name": "a", "image": "x:2"}]),
+            manager="me",
+            api_version="apps/v1",
+            force=False,
+            schema=BUILT_IN,
+        )
+    assert str(changed.value) == (
+        'Apply failed with 1 conflict: conflict with "before-first-apply" using apps/v1: '
+        '.spec.template.spec.containers[name="a"].image'
+    )
+
+
+def test_a_list_item_no_longer_applied_goes_whole_even_if_another_manager_set_a_field_in_it() -> None:
+    first = ssa.apply(
+        {},
+        deployment([{"name": "a", "image": "x:1"}, {"name": "b", "image": "y:1"}]),
+        manager="me",
+        api_version="apps/v1",
+        force=False,
+        schema=BUILT_IN,
+        stamp=stamp,
+    )
+    edited = deployment([{"name": "a", "image": "z:9"}, {"name": "b", "image": "y:1"}])
+    edited["metadata"] = first["metadata"]
+    by_someone = ssa.update(
+        first, edited, manager="kubectl-set", api_version="apps/v1", schema=BUILT_IN, stamp=stamp
+    )
+    after = ssa.apply(
+        by_someone,
+        deployment([{"name": "b", "image": "y:1"}]),
+        manager="me",
+        api_version="apps/v1",
+        force=False,
+        schema=BUILT_IN,
+        stamp=stamp,
+    )
+    assert after["spec"]["template"]["spec"]["containers"] == [{"name": "b", "image": "y:1"}]
+
+
+def test_node_selector_is_atomic_a_different_one_conflicts_and_replaces_it_whole() -> None:
+    mine = ssa.apply(
+        {},
+        deployment([{"name": "a"}], nodeSelector={"gpu": "yes"}),
+        manager="me",
+        api_version="apps/v1",
+        force=False,
+        schema=BUILT_IN,
+        stamp=stamp,
+    )
+    theirs = deployment([{"name": "a"}], nodeSelector={"gpu": "yes", "pool": "a"})
+    theirs["metadata"] = mine["metadata"]
+    edited = ssa.update(
+        mine, theirs, manager="kubectl-edit", api_version="apps/v1", schema=BUILT_IN, stamp=stamp
+    )
+    with pytest.raises(ssa.ApplyConflict, match=r"\.spec\.template\.spec\.nodeSelector$"):
+        ssa.apply(
+            edited,
+            deployment([{"name": "a"}], nodeSelector={"gpu": "yes"}),
+            manager="me",
+            api_version="apps/v1",
+            force=False,
+            schema=BUILT_IN,
+        )
+    forced = ssa.apply(
+        edited,
+        deployment([{"name": "a"}], nodeSelector={"gpu": "yes"}),
+        manager="me",
+        api_version="apps/v1",
+        force=True,
+        schema=BUILT_IN,
+    )
+    assert forced["spec"]["template"]["spec"]["nodeSelector"] == {"gpu": "yes"}

@@ -198,3 +198,24 @@ def test_bad_apply_requests_are_refused_by_the_server_as_the_apiserver_does(inte
     with pytest.raises(ApiStatus, match=r"400 .*metadata\.managedFields must be nil"):
         api.server_side_apply(path, with_fields, field_manager="pitstop", force=False)
     assert api.get_or_none(path) is None
+
+
+def test_check_mode_on_a_client_side_applied_object_previews_the_adoption_and_writes_nothing(
+    interop: Interop, module_runner: ModuleRunner
+) -> None:
+    sim = interop.sim
+    interop.write("app.yaml", APP)
+    module_runner(apply, sim, {**CSA, "src": "app.yaml", "namespace": "team"})
+    before = kube(sim).get(DEPLOY.format("web"))
+    interop.write("app.yaml", APP.replace("web:1", "web:2"))
+    preview = module_runner(apply, sim, {"src": "app.yaml", "namespace": "team"}, check_mode=True)
+    assert actions(preview)["Deployment/web"] == "configured"
+    assert preview.diff is not None and '+            "image": "registry.local/web:2",' in preview.diff
+    after = kube(sim).get(DEPLOY.format("web"))
+    assert after["metadata"]["resourceVersion"] == before["metadata"]["resourceVersion"]
+    assert owners(after) == owners(before)
+    # A conflict with anyone but client-side apply is not previewed away.
+    interop.kubectl("scale", "deployment", "web", "-n", "team", "--replicas=3")
+    interop.write("app.yaml", APP.replace("replicas: 1", "replicas: 2"))
+    with pytest.raises(ApplicationError, match='conflict with "kubectl" with subresource "scale"'):
+        module_runner(apply, sim, {"src": "app.yaml", "namespace": "team"}, check_mode=True)
