@@ -62,9 +62,12 @@ def _affected(kube: Kube, node: str, args: WaitForWorkloadsArgs) -> list[Workloa
         }
     )
     for ns, selector in groups:
-        for pod in kube.list(pods_path(ns), label_selector=selector):
-            if pod_is_active(pod) and key_of(pod) not in chosen:
-                chosen[key_of(pod)] = Workload(pod)
+        siblings = [p for p in kube.list(pods_path(ns), label_selector=selector) if pod_is_active(p)]
+        sibling_jobs = owning_jobs(kube, siblings)
+        for pod in siblings:
+            if key_of(pod) not in chosen:
+                job_key = owning_job_key(pod)
+                chosen[key_of(pod)] = Workload(pod, sibling_jobs.get(job_key) if job_key else None)
     return [chosen[k] for k in sorted(chosen)]
 
 

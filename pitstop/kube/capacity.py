@@ -151,6 +151,10 @@ def assess_gpus(
     blocks = dict(free)
     unplaced: list[tuple[str, int]] = []
     constrained: list[str] = []
+    # The most constrained pods first (fewest nodes they may go to), then the largest: a pod
+    # that may go anywhere must not take the only room a constrained one has.
+    allowed = {key: sum(1 for n in receiving if can_run_on(pod, n)) for key, _, pod in to_move}
+    to_move.sort(key=lambda item: (allowed[item[0]], -item[1], item[0]))
     for pod_key, gpus, pod in to_move:
         target = next(
             (node for node in sorted(blocks) if blocks[node] >= gpus and can_run_on(pod, by_name[node])), None
@@ -203,18 +207,19 @@ def unprotected_serving(
     """Workload -> why, for GPU serving replicas on the leaving nodes that would leave the
     service with nothing in their place: no PDB covers them, or they are its only replica."""
     pdb_list = list(pdbs)
+    # Counted per workload (a Deployment, not its ReplicaSets): mid-rollout, the old
+    # ReplicaSet's last pod is not the service's last replica.
     replicas: dict[str, int] = {}
     for pod in all_pods:
-        ref = controller_of(pod)
-        if ref is not None and pod_is_active(pod):
-            replicas[str(ref.get("uid"))] = replicas.get(str(ref.get("uid")), 0) + 1
+        workload = workload_of(pod)
+        if workload is not None and pod_is_active(pod):
+            replicas[workload] = replicas.get(workload, 0) + 1
     out: dict[str, str] = {}
     for pod in moving:
         workload = workload_of(pod)
         if workload is None or resource_count(pod, resource) == 0:
             continue
-        ref = controller_of(pod) or {}
-        if replicas.get(str(ref.get("uid")), 0) <= 1:
+        if replicas.get(workload, 0) <= 1:
             out.setdefault(workload, "its only running replica would go")
         elif not covering(pdb_list, pod):
             out.setdefault(workload, "no PodDisruptionBudget covers it")

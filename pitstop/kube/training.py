@@ -22,7 +22,8 @@ stripped (`OWNER_KINDS`). Sources: the operators' own label constants and docume
 
 A pod annotated `pitstop.dev/restartable: "true"` by its owner, or one of pitstop's own probe
 Jobs (`pitstop.dev/managed-by=pitstop`), is never training. Failing closed: a pod that asks for
-accelerators (`nvidia.com/gpu`, MIG slices, `amd.com/gpu`, Intel GPUs, or DRA resource claims)
+accelerators (`nvidia.com/gpu`, MIG slices, AMD and Intel GPUs, Gaudi, Neuron, TPUs, or DRA
+resource claims)
 and is not restartable serving (controlled by a ReplicaSet, a StatefulSet or a
 ReplicationController) is treated as training without a checkpoint protocol: the drain stops
 for a human decision and names it.
@@ -70,7 +71,17 @@ OWNER_KINDS: dict[tuple[str, str], str] = {
 RESTARTABLE_CONTROLLERS = frozenset({"ReplicaSet", "StatefulSet", "ReplicationController"})
 
 KUEUE_QUEUE = "kueue.x-k8s.io/queue-name"
-ACCELERATOR_PREFIXES = ("nvidia.com/gpu", "nvidia.com/mig-", "amd.com/gpu", "gpu.intel.com/")
+# Extended resources of accelerators (device plugins' resource names): NVIDIA GPUs and MIG
+# slices, AMD GPUs, Intel GPUs and Gaudi, AWS Neuron and Trainium, Google TPUs.
+ACCELERATOR_PREFIXES = (
+    "nvidia.com/gpu",
+    "nvidia.com/mig-",
+    "amd.com/gpu",
+    "gpu.intel.com/",
+    "habana.ai/gaudi",
+    "aws.amazon.com/neuron",
+    "google.com/tpu",
+)
 
 
 @dataclass(frozen=True)
@@ -113,7 +124,9 @@ def recognise(pod: Mapping[str, Any]) -> Recognition | None:
         if key == KUEUE_QUEUE and restartable(pod):
             continue  # Kueue also admits Deployments and StatefulSets: serving replicas
         if value:
-            selector = f"{key}={value}" if where == "label" and _selectable(value) else None
+            # A queue holds many unrelated jobs: its label groups nothing.
+            grouping = where == "label" and key != KUEUE_QUEUE and _selectable(value)
+            selector = f"{key}={value}" if grouping else None
             return Recognition(what, f"{where} {key}={value}", selector)
     for ref in meta(pod).get("ownerReferences") or []:
         if not isinstance(ref, dict):

@@ -358,20 +358,32 @@ class Kubelet(Controller):
         spec = pod.get("spec") or {}
         status = dict(waiting.get("status") or {})
         status.update(phase="Pending", hostIP=self.host_ip(pod_node(pod)))
-        status["containerStatuses"] = [
-            {
-                "name": c.get("name"),
-                "image": c.get("image"),
-                "imageID": "",
-                "ready": False,
-                "restartCount": 0,
-                "started": False,
-                "state": {"waiting": {"reason": reason, "message": message}}
-                if c.get("name") == container
-                else {"waiting": {"reason": "PodInitializing"}},
-            }
-            for c in spec.get("containers") or []
-        ]
+
+        def statuses(containers: list[Obj]) -> list[Obj]:
+            return [
+                {
+                    "name": c.get("name"),
+                    "image": c.get("image"),
+                    "imageID": "",
+                    "ready": False,
+                    "restartCount": 0,
+                    "started": False,
+                    "state": {"waiting": {"reason": reason, "message": message}}
+                    if c.get("name") == container
+                    else {"waiting": {"reason": "PodInitializing"}},
+                }
+                for c in containers
+            ]
+
+        # An init container's pull failure shows in initContainerStatuses, as the kubelet does;
+        # when a main container's image is missing, the init containers have already run.
+        inits = spec.get("initContainers") or []
+        if inits:
+            status["initContainerStatuses"] = statuses(inits)
+            if all(c.get("name") != container for c in inits):
+                for done in status["initContainerStatuses"]:
+                    done["state"] = {"terminated": {"reason": "Completed", "exitCode": 0}}
+        status["containerStatuses"] = statuses(spec.get("containers") or [])
         waiting["status"] = status
         self.ctx.store.update("pods", waiting)
 

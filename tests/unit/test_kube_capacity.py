@@ -277,3 +277,29 @@ def test_training_pods_wait_for_room_after_their_checkpoint_instead_of_needing_i
     assert report.ok and report.gpus is not None
     assert report.gpus.waiting == ("serving/pretrain-0",) and report.gpus.needed == 0
     assert "1 training pods wait for room after their checkpoint" in report.describe()
+
+
+def test_mid_rollout_the_old_replica_sets_last_pod_is_not_the_services_last_replica() -> None:
+    old = {"kind": "ReplicaSet", "name": "vllm-1111", "uid": "old", "controller": True}
+    new = {"kind": "ReplicaSet", "name": "vllm-2222", "uid": "new", "controller": True}
+    leaving = pod("vllm-1111-a", "a", 1, owner=old)
+    leaving["metadata"]["labels"]["pod-template-hash"] = "1111"
+    staying = pod("vllm-2222-b", "b", 1, owner=new)
+    staying["metadata"]["labels"]["pod-template-hash"] = "2222"
+    report = assess(
+        [node("a"), node("b")], [leaving, staying], [pdb("web", "web", 1)], ["a"], resource="nvidia.com/gpu"
+    )
+    assert report.unprotected == {}
+
+
+def test_the_most_constrained_pod_is_placed_first() -> None:
+    # Two nodes with 4 free GPUs each; the pinned pod may only use "pool-1". Placed first-fit by
+    # size alone, the free pod would take pool-1 and the pinned one would find no room.
+    # ("a-pool" sorts before "z", so size-only first fit tries the pool first.)
+    nodes = [node("a"), node("z", 4), node("a-pool", 4, labels={"pool": "x"})]
+    free = pod("free", "a", 4)
+    pinned = pod("pinned", "a", 4)
+    pinned["spec"]["nodeSelector"] = {"pool": "x"}
+    z_pod = pod("other", "z", 0)
+    report = assess(nodes, [free, pinned, z_pod], [pdb("web", "web", 2)], ["a"], resource="nvidia.com/gpu")
+    assert report.gpus is not None and report.gpus.unplaced == () and report.ok, report.describe()
