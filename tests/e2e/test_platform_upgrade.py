@@ -69,14 +69,7 @@ class Upgrade:
                 "lab_run_required": False,  # the lab run itself; production names its lab run
                 "s3_endpoint_url": self.s3_endpoint,
                 "s3_addressing_style": "path",
-                # The rehearsal's single-replica engines have no PDB: the run's requester accepts
-                # that they go down while their node is drained (without this, the drain of
-                # their node stops before it starts, naming them).
-                "accept_unprotected_serving": [
-                    "Deployment serving/vllm-llama",
-                    "Deployment serving/sglang-qwen",
-                    "Deployment serving/triton-ensemble",
-                ],
+                "accept_unprotected_serving": du.ACCEPTED_UNPROTECTED,
                 **vars,
             },
             requested_by="e2e-requester",

@@ -249,6 +249,7 @@ async def test_the_platform_upgrade_runs_as_the_workers_service_account_with_no_
                 "lab_run_required": False,
                 "s3_endpoint_url": s3_endpoint,
                 "s3_addressing_style": "path",
+                "accept_unprotected_serving": du.ACCEPTED_UNPROTECTED,
             },
             requested_by="rbac-requester",
         )
