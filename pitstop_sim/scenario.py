@@ -153,6 +153,12 @@ class Timing(Strict):
     firmware_flash_seconds: float = Field(
         default=30.0, ge=0, description="Run time of the firmware updater on a node (over SSH)."
     )
+    device_plugin_seconds: float = Field(
+        default=10.0,
+        ge=0,
+        description="After a reboot, the node is Ready but advertises 0 allocatable GPUs until the "
+        "device plugin registers them again, this long later (capacity is kept).",
+    )
 
 
 class Pdb(Strict):

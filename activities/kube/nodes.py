@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from activities.kube.client import ApiStatus, Kube, node_path
+from activities.kube.client import ApiStatus, Kube, node_path, pods_path
 from activities.kube.common import Deadline, kube_for, kube_module, node_name, pause
 from pitstop.contracts import ModuleCall, ModuleResult
 from pitstop.errors import ErrorType, fail
@@ -28,11 +28,16 @@ from pitstop.kube.annotations import (
 from pitstop.kube.objects import (
     Obj,
     annotations_of,
+    labels_of,
+    name_of,
     node_condition,
     node_is_ready,
     node_is_unschedulable,
     node_taints,
+    pod_is_active,
+    pod_is_ready,
 )
+from pitstop.kube.selectors import object_selector_matches
 from pitstop.module_args.kube import (
     ANNOTATE,
     CORDON,
@@ -286,6 +291,53 @@ def _readiness(node: Obj, allow_taints: bool) -> tuple[bool, str]:
     return True, "Ready"
 
 
+def _gpus_back(node: Obj, resource: str | None) -> tuple[bool, str]:
+    """After a reboot the kubelet advertises no device-plugin GPUs until the plugin registers
+    them again: allocatable < capacity. A node whose capacity has no such resource passes."""
+    if resource is None:
+        return True, ""
+    status = node.get("status") or {}
+    capacity = _count((status.get("capacity") or {}).get(resource))
+    if capacity is None:
+        return True, ""
+    allocatable = _count((status.get("allocatable") or {}).get(resource)) or 0
+    if allocatable < capacity:
+        return (
+            False,
+            f"Ready, but {resource} allocatable {allocatable} of {capacity} "
+            "(the device plugin has not re-registered them)",
+        )
+    return True, f"{allocatable} {resource} allocatable"
+
+
+def _count(value: Any) -> int | None:
+    try:
+        return int(str(value))
+    except ValueError:
+        return None
+
+
+def _validator_ready(kube: Kube, node: str, validator: str | None) -> tuple[bool, str]:
+    """The validator DaemonSet's pod on the node is Ready (skipped without the DaemonSet)."""
+    if validator is None:
+        return True, ""
+    namespace, name = validator.split("/", 1)
+    ds = kube.get_or_none(f"/apis/apps/v1/namespaces/{namespace}/daemonsets/{name}")
+    if ds is None:
+        return True, f"no DaemonSet {validator}"
+    selector = (ds.get("spec") or {}).get("selector")
+    pods = [
+        p
+        for p in kube.list(pods_path(namespace), field_selector=f"spec.nodeName={node}")
+        if pod_is_active(p) and object_selector_matches(selector, labels_of(p))
+    ]
+    if not pods:
+        return False, f"Ready, but no {validator} pod on the node yet"
+    if not any(pod_is_ready(p) for p in pods):
+        return False, f"Ready, but {validator} pod {name_of(pods[0])} is not Ready"
+    return True, f"{validator} Ready"
+
+
 @kube_module(WAIT_NODE_READY)
 def wait_node_ready(call: ModuleCall, args: WaitNodeReadyArgs) -> ModuleResult:
     name = node_name(call, args.node)
@@ -294,9 +346,19 @@ def wait_node_ready(call: ModuleCall, args: WaitNodeReadyArgs) -> ModuleResult:
     while True:
         node = kube.get_or_none(node_path(name))
         ok, state = _readiness(node, args.allow_not_ready_taints) if node else (False, "not registered")
+        notes: list[str] = []
+        if ok and node is not None:
+            ok, detail = _gpus_back(node, args.gpu_resource)
+            state = detail if not ok else state
+            notes += [detail] if ok and detail else []
+        if ok:
+            ok, detail = _validator_ready(kube, name, args.validator)
+            state = detail if not ok else state
+            notes += [detail] if ok and detail else []
         if ok:
             return ModuleResult(
-                msg=f"{name} is Ready", data={"node": name, "waited_s": round(deadline.elapsed(), 3)}
+                msg=f"{name} is Ready" + (f" ({'; '.join(notes)})" if notes else ""),
+                data={"node": name, "waited_s": round(deadline.elapsed(), 3)},
             )
         if call.check_mode:
             return ModuleResult(

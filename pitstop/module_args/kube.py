@@ -113,6 +113,25 @@ class WaitNodeReadyArgs(NodeArgs, _Wait):
         default=False,
         description="Accept Ready=True while the not-ready/unreachable taints are still on the node.",
     )
+    gpu_resource: str | None = Field(
+        default="nvidia.com/gpu",
+        description="Also wait until this resource's allocatable equals its capacity again (the device "
+        "plugin re-registered every GPU after a reboot); null: do not wait for it. A node without the "
+        "resource in its capacity is not waited for.",
+    )
+    validator: str | None = Field(
+        default="gpu-operator/nvidia-operator-validator",
+        description="`<namespace>/<DaemonSet>` whose pod on the node must be Ready (the GPU Operator's "
+        "validator: driver, toolkit, CUDA and plugin validated); skipped when the DaemonSet does not "
+        "exist; null: never.",
+    )
+
+    @field_validator("validator")
+    @classmethod
+    def _namespace_and_name(cls, value: str | None) -> str | None:
+        if value is not None and not re.fullmatch(r"[a-z0-9][-a-z0-9]*/[a-z0-9][-a-z0-9.]*", value):
+            raise ValueError(f"{value!r} is not `<namespace>/<DaemonSet name>`")
+        return value
 
 
 # --- drain and workloads ----------------------------------------------------------------------

@@ -18,7 +18,7 @@ from pitstop_sim.clock import rfc3339, rfc3339_micro
 from pitstop_sim.controllers.base import Controller
 from pitstop_sim.events import EventRecorder
 from pitstop_sim.models import NodeProfile, ProfileUpdate, node_info_kube_proxy_version
-from pitstop_sim.objects import new_uid, set_condition, untolerated
+from pitstop_sim.objects import GPU, new_uid, set_condition, untolerated
 from pitstop_sim.store import ObjectMissing, WatchEvent, clone
 
 Obj = dict[str, Any]
@@ -204,11 +204,29 @@ class NodeLifecycle(Controller):
         )
         for cond in up["status"]["conditions"]:
             cond["lastHeartbeatTime"] = rfc3339()
+        # The kubelet is back before the device plugin: GPUs count in capacity, not yet in
+        # allocatable, until the plugin registers them again.
+        gpus = (up["status"].get("allocatable") or {}).get(GPU)
+        plugin_delay = self.ctx.scenario.timing.device_plugin_seconds
+        if gpus not in (None, "0") and plugin_delay > 0:
+            up["status"]["allocatable"] = {**up["status"]["allocatable"], GPU: "0"}
         stored = self.ctx.store.update("nodes", up)
         self.events.record(
             stored, "Normal", "NodeReady", f"Node {node_name} status is now: NodeReady", "kubelet", node_name
         )
         self._renew_lease(node_name, holder=True)
+        if gpus not in (None, "0") and plugin_delay > 0:
+            boot = profile.boot_id
+
+            def registered() -> None:
+                current = self.ctx.store.get("nodes", None, node_name)
+                if current is None or self.ctx.profiles[node_name].boot_id != boot:
+                    return
+                back = clone(current)
+                back["status"]["allocatable"] = {**back["status"].get("allocatable", {}), GPU: gpus}
+                self.ctx.store.update("nodes", back)
+
+            self.later(plugin_delay, registered)
 
     def is_rebooting(self, node_name: str) -> bool:
         return node_name in self._rebooting

@@ -47,7 +47,7 @@ from activities.kube.checkpoint import wait_for_workloads
 from activities.kube.client import ApiStatus, Kube, api_client
 from activities.kube.drain import drain_node
 from activities.kube.job import run_job
-from activities.kube.nodes import cordon
+from activities.kube.nodes import cordon, wait_node_ready
 from activities.observe import observe
 from pitstop.bundle import collect
 from pitstop.contracts import ModuleResult, RunReport, RunRequest
@@ -435,6 +435,11 @@ RULE_CASES = {
         _wait_args, training_node,
         'get resource "jobs" in API group "batch" in the namespace "training"',
         unchanged=lambda sim: checkpoint_requested(sim) == [],
+    ),
+    "validator daemonset": RuleCase(
+        "pitstop-node-maintenance", ["daemonsets"], wait_node_ready, lambda sim: {"timeout_seconds": 5},
+        _first_node,
+        'get resource "daemonsets" in API group "apps" in the namespace "gpu-operator"',
     ),
     "clusterqueues": RuleCase(
         "pitstop-node-maintenance", ["clusterqueues"], stop_admission, _queue_args, _first_node,

@@ -9,6 +9,7 @@ import pytest
 from temporalio.exceptions import ApplicationError
 
 from activities.kube.nodes import annotate, cordon, taint, uncordon, untaint, wait_node_ready
+from pitstop.kube.objects import node_is_ready
 from pitstop.policy.clusters import register_cluster
 from pitstop.runbook.inventory import ClusterConfig
 from pitstop_sim import ApiErrorFault, SimCluster
@@ -199,7 +200,10 @@ def test_wait_node_ready_waits_out_a_reboot_and_times_out_on_a_node_that_never_r
     planned = module_runner(wait_node_ready, sim, {}, check_mode=True)
     assert planned.msg.startswith("would wait for gpu-node-001 to become Ready (now: Ready=Unknown")
     ready = module_runner(wait_node_ready, sim, {"poll_interval_seconds": 0.1, "timeout_seconds": 20})
-    assert ready.msg == "gpu-node-001 is Ready"
+    assert ready.msg == (
+        "gpu-node-001 is Ready (8 nvidia.com/gpu allocatable; "
+        "no DaemonSet gpu-operator/nvidia-operator-validator)"
+    )
     assert sim.counters().reboots == {"gpu-node-001": 1}
     sim.reboot("gpu-node-003")
     with pytest.raises(ApplicationError) as stuck:
@@ -224,3 +228,37 @@ def test_a_rejected_token_is_unauthorized_and_not_retried(
     assert denied.value.type == "Unauthorized" and denied.value.non_retryable
     assert "check the credentials and RBAC of the kubeconfig" in denied.value.message
     assert not unschedulable(sim, "gpu-node-001")
+
+
+def test_a_rebooted_node_counts_as_back_only_with_its_gpus_and_the_gpu_operator_validator(
+    start_sim: StartSim, module_runner: ModuleRunner
+) -> None:
+    # Ready comes first, then the device plugin re-registers the GPUs and the validator pod
+    # restarts: a probe pinned to the node before that would be rejected by the kubelet.
+    sim = start_sim(
+        "cluster: {nodes: 2, domains: 1}\n"
+        "timing: {time_scale: 10, reboot_seconds: 5, device_plugin_seconds: 20, pod_start_seconds: 2}\n"
+        "workloads:\n  daemonsets:\n    - {name: nvidia-operator-validator, namespace: gpu-operator}\n"
+    )
+    sim.reboot("gpu-node-001")
+    sim.wait_for(lambda s: node_is_ready(s.get("nodes", "gpu-node-001") or {}), what="Ready again")
+    status = node(sim, "gpu-node-001")["status"]
+    assert status["allocatable"]["nvidia.com/gpu"] == "0" and status["capacity"]["nvidia.com/gpu"] == "8"  # type: ignore[index]
+    module_runner.heartbeats.clear()
+    ready = module_runner(wait_node_ready, sim, {"poll_interval_seconds": 0.1, "timeout_seconds": 30})
+    seen = [str(h.get("state")) for h in module_runner.heartbeats if isinstance(h, dict)]
+    assert any("nvidia.com/gpu allocatable 0 of 8" in state for state in seen), seen
+    assert ready.msg == (
+        "gpu-node-001 is Ready (8 nvidia.com/gpu allocatable; gpu-operator/nvidia-operator-validator Ready)"
+    )
+    assert node(sim, "gpu-node-001")["status"]["allocatable"]["nvidia.com/gpu"] == "8"  # type: ignore[index]
+    # Without asking for them, Ready alone is enough (the old behaviour, for nodes without GPUs).
+    sim.reboot("gpu-node-002")
+    sim.wait_for(lambda s: node_is_ready(s.get("nodes", "gpu-node-002") or {}), what="Ready again")
+    bare = module_runner(
+        wait_node_ready,
+        sim,
+        {"gpu_resource": None, "validator": None, "poll_interval_seconds": 0.1},
+        host="gpu-node-002",
+    )
+    assert bare.msg == "gpu-node-002 is Ready"
