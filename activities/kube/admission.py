@@ -12,7 +12,12 @@ from activities.kube.nodes import change_node, phrase
 from pitstop.contracts import ModuleCall, ModuleResult
 from pitstop.errors import ErrorType, fail
 from pitstop.kube import taints as taint_lists
-from pitstop.kube.annotations import ADMISSION_STOPPED_BY, MAINTENANCE_TAINT, PRIOR_STOP_POLICY
+from pitstop.kube.annotations import (
+    ADMISSION_HOLDS,
+    ADMISSION_STOPPED_BY,
+    MAINTENANCE_TAINT,
+    PRIOR_STOP_POLICY,
+)
 from pitstop.kube.objects import Obj, annotations_of, name_of, node_taints
 from pitstop.module_args.kube import (
     RESUME_ADMISSION,
@@ -65,11 +70,13 @@ def stop_admission(call: ModuleCall, args: StopAdmissionArgs) -> ModuleResult:
     if not args.cluster_queues:
         return _taint_node(call, kube, node_name(call, args.node))
     changed: list[str] = []
+    token = hold_token(call)
     for queue in _queues(kube, args.cluster_queues):
         notes = annotations_of(queue)
         current = _policy(queue)
         ours = ADMISSION_STOPPED_BY in notes
-        if ours and current == args.stop_policy:
+        holds = holders(notes)
+        if ours and current == args.stop_policy and token in holds:
             continue
         shown = (
             f"already {current}, recorded"
@@ -79,10 +86,18 @@ def stop_admission(call: ModuleCall, args: StopAdmissionArgs) -> ModuleResult:
         changed.append(f"{name_of(queue)} ({shown})")
         if call.check_mode:
             continue
-        # The policy before pitstop's first stop is the one to restore, not our own Hold.
+        # The policy before pitstop's first stop is the one to restore, not our own Hold; every
+        # node in flight holds the queue, and it is released when the last one resumes.
         prior = notes.get(PRIOR_STOP_POLICY, current) if ours else current
         _patch_queue(
-            kube, queue, args.stop_policy, {PRIOR_STOP_POLICY: prior, ADMISSION_STOPPED_BY: call.run_id}
+            kube,
+            queue,
+            args.stop_policy,
+            {
+                PRIOR_STOP_POLICY: prior,
+                ADMISSION_STOPPED_BY: call.run_id,
+                ADMISSION_HOLDS: ",".join(sorted({*holds, token})),
+            },
         )
     data = {"cluster_queues": args.cluster_queues, "changed": changed, "mode": "kueue"}
     if not changed:
@@ -100,9 +115,18 @@ def resume_admission(call: ModuleCall, args: ResumeAdmissionArgs) -> ModuleResul
         return _untaint_node(call, kube, node_name(call, args.node))
     changed: list[str] = []
     untouched: list[str] = []
+    held: list[str] = []
+    token = hold_token(call)
     for queue in _queues(kube, args.cluster_queues):
         notes = annotations_of(queue)
         current = _policy(queue)
+        others = holders(notes) - {token}
+        if ADMISSION_STOPPED_BY in notes and others and not args.force:
+            # Another node in flight still needs the queue held: only this node's hold goes.
+            held.append(f"{name_of(queue)} (still held for {', '.join(sorted(others))})")
+            if not call.check_mode and token in holders(notes):
+                _patch_queue(kube, queue, current, {ADMISSION_HOLDS: ",".join(sorted(others))})
+            continue
         if ADMISSION_STOPPED_BY in notes:
             target = notes.get(PRIOR_STOP_POLICY) or "None"
         elif args.force and current != "None":
@@ -113,16 +137,42 @@ def resume_admission(call: ModuleCall, args: ResumeAdmissionArgs) -> ModuleResul
             continue
         changed.append(f"{name_of(queue)} ({current} -> {target})")
         if not call.check_mode:
-            _patch_queue(kube, queue, target, {PRIOR_STOP_POLICY: None, ADMISSION_STOPPED_BY: None})
-    data = {"cluster_queues": args.cluster_queues, "changed": changed, "left": untouched, "mode": "kueue"}
+            _patch_queue(
+                kube,
+                queue,
+                target,
+                {PRIOR_STOP_POLICY: None, ADMISSION_STOPPED_BY: None, ADMISSION_HOLDS: None},
+            )
+    data = {
+        "cluster_queues": args.cluster_queues,
+        "changed": changed,
+        "left": untouched,
+        "held": held,
+        "mode": "kueue",
+    }
     msg = (
         f"{'would restore' if call.check_mode else 'restored'} stopPolicy on {', '.join(changed)}"
         if changed
         else ("nothing to resume")
     )
+    if held:
+        msg += f"; {'; '.join(held)}"
     if untouched:
         msg += f"; left as they are: {', '.join(untouched)} (force: true sets None)"
     return ModuleResult(changed=bool(changed), msg=msg, data=data)
+
+
+def hold_token(call: ModuleCall) -> str:
+    """Who holds a queue: this run on this host (each node in flight holds it once)."""
+    return f"{call.run_id}/{call.host}"
+
+
+def holders(notes: dict[str, str]) -> set[str]:
+    raw = notes.get(ADMISSION_HOLDS)
+    if raw is None:
+        # Held before holds were counted: one holder, the run that stopped it.
+        return {notes[ADMISSION_STOPPED_BY]} if ADMISSION_STOPPED_BY in notes else set()
+    return {h for h in raw.split(",") if h}
 
 
 def _taint_node(call: ModuleCall, kube: Kube, node: str) -> ModuleResult:

@@ -13,6 +13,8 @@ Written by pitstop on nodes:
 Written by pitstop on Kueue ClusterQueues (kube.stop_admission / kube.resume_admission):
   pitstop.dev/admission-stopped-by: <run id>
   pitstop.dev/prior-stop-policy: None|Hold|HoldAndDrain
+  pitstop.dev/admission-holds: <run id>/<host>,...   every node in flight holding the queue; the
+                                           last one to resume restores the prior policy
 Read on pods and Jobs (the checkpoint protocol, see kube.wait_for_workloads):
   pitstop.dev/gang=<job name> (label)      a member of a gang training job
   pitstop.dev/training: "true"             a training pod that is not part of a gang
@@ -40,6 +42,7 @@ CORDON_ANNOTATIONS = (CORDONED_BY, WAS_UNSCHEDULABLE, CORDON_REASON)
 
 ADMISSION_STOPPED_BY = "pitstop.dev/admission-stopped-by"
 PRIOR_STOP_POLICY = "pitstop.dev/prior-stop-policy"
+ADMISSION_HOLDS = "pitstop.dev/admission-holds"
 
 GANG_LABEL = "pitstop.dev/gang"
 TRAINING_ANNOTATION = "pitstop.dev/training"

@@ -81,12 +81,12 @@ def test_cluster_queues_hold_and_get_back_exactly_their_prior_policy(
         "None",
         "run-5",
     )
-    assert module_runner(stop_admission, sim, args).changed is False
+    assert module_runner(stop_admission, sim, args, run_id="run-5").changed is False
     # Held: a queued Job is not admitted.
     queued_job(sim, "sweep")
     sim.wait_for(lambda s: s.get("jobs", "sweep", "research") is not None, what="the job")
     assert suspended(sim, "sweep")
-    resumed = module_runner(resume_admission, sim, args)
+    resumed = module_runner(resume_admission, sim, args, run_id="run-5")
     assert resumed.msg == "restored stopPolicy on gpu-cq (Hold -> None), batch-cq (Hold -> Hold)"
     assert (policy(sim, "gpu-cq"), policy(sim, "batch-cq")) == ("None", "Hold")
     assert "pitstop.dev/prior-stop-policy" not in (queue(sim, "gpu-cq")["metadata"].get("annotations") or {})
@@ -133,3 +133,25 @@ def test_without_kueue_admission_stops_with_a_noschedule_taint_on_the_node(
     assert (resumed.changed, resumed.msg) == (True, "removed taint pitstop.dev/maintenance from gpu-node-001")
     assert taints() == []
     assert module_runner(resume_admission, sim, {}).changed is False
+
+
+def test_a_queue_held_for_two_nodes_in_flight_is_released_only_when_both_resume(
+    start_sim: StartSim, module_runner: ModuleRunner
+) -> None:
+    sim = start_sim(KUEUE)
+    args = {"cluster_queues": ["gpu-cq"]}
+    for host in ("gpu-node-001", "gpu-node-002"):
+        module_runner(stop_admission, sim, args, run_id="run-7", host=host)
+    holds = queue(sim, "gpu-cq")["metadata"]["annotations"]["pitstop.dev/admission-holds"]
+    assert holds == "run-7/gpu-node-001,run-7/gpu-node-002"
+    first = module_runner(resume_admission, sim, args, run_id="run-7", host="gpu-node-001")
+    assert policy(sim, "gpu-cq") == "Hold", "released while gpu-node-002 is still in flight"
+    assert first.msg == "nothing to resume; gpu-cq (still held for run-7/gpu-node-002)"
+    queued_job(sim, "late")
+    sim.wait_for(lambda s: s.get("jobs", "late", "research") is not None, what="the job")
+    assert suspended(sim, "late")
+    last = module_runner(resume_admission, sim, args, run_id="run-7", host="gpu-node-002")
+    assert last.msg == "restored stopPolicy on gpu-cq (Hold -> None)"
+    assert policy(sim, "gpu-cq") == "None"
+    assert "pitstop.dev/admission-holds" not in (queue(sim, "gpu-cq")["metadata"].get("annotations") or {})
+    sim.wait_for(lambda s: not suspended(s, "late"), timeout=10, what="the job to be admitted")
