@@ -62,6 +62,7 @@ class Jobs:
         env: dict[str, str] | None = None,
         gpus: int | None = None,
         name: str | None = None,
+        privileged: bool = False,
     ) -> JobRun:
         """Run one Job of validation `kind` on the node; `name` tells apart Jobs of one kind. By
         default it asks for every free GPU of the node; with none free it does not run."""
@@ -85,6 +86,7 @@ class Jobs:
             namespace=self.args.namespace,
             labels={VALIDATION_LABEL: kind},
             gpus=gpus,
+            privileged=privileged,
             timeout_seconds=self.args.job_timeout_seconds,
             poll_interval_seconds=self.args.poll_interval_seconds,
         )
@@ -205,14 +207,26 @@ def dcgm_diag(jobs: Jobs) -> list[str]:
 
 
 def xid_in_kernel_logs(jobs: Jobs) -> tuple[dict[str, int], list[str]]:
-    """Xid lines per node from `dmesg` (the Job needs to read the kernel ring buffer)."""
+    """Xid lines per node from `dmesg`. Reading the kernel ring buffer needs privileges where
+    `kernel.dmesg_restrict=1`: a dmesg that fails fails the probe (the log says why), instead of
+    an empty grep counting 0 Xids."""
     counts: dict[str, int] = {}
     problems: list[str] = []
-    script = "dmesg 2>/dev/null | grep 'NVRM: Xid' || true"
+    script = "dmesg > /tmp/kernel.log || exit 3; grep 'NVRM: Xid' /tmp/kernel.log || true"
     for node in jobs.args.nodes:
-        run = jobs.run("xid", node, jobs.args.xid_image, ["sh", "-c", script], gpus=0)
+        run = jobs.run(
+            "xid",
+            node,
+            jobs.args.xid_image,
+            ["sh", "-c", script],
+            gpus=0,
+            privileged=jobs.args.xid_privileged,
+        )
         if not run.succeeded:
-            problems.append(f"the kernel log of {node} could not be read ({run.msg})")
+            said = run.log.strip().splitlines()[-1] if run.log.strip() else ""
+            problems.append(
+                f"the kernel log of {node} could not be read ({run.msg}{': ' + said if said else ''})"
+            )
             continue
         counts[node] = len(XID_LINE.findall(run.log))
     return counts, problems

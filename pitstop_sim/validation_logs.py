@@ -178,7 +178,23 @@ def _generic(kind: str, profile: NodeProfile, pod: Obj) -> ValidationOutcome:
     return ValidationOutcome(succeeded=ok, log=log)
 
 
+def xid(kind: str, profile: NodeProfile, pod: Obj) -> ValidationOutcome:
+    """`dmesg` in the probe's container: the node's kernel log (its Xid lines) when the
+    container is privileged; otherwise the kernel refuses (dmesg_restrict=1), as busybox's dmesg
+    reports it, and the command fails."""
+    containers = (pod.get("spec") or {}).get("containers") or [{}]
+    privileged = bool((containers[0].get("securityContext") or {}).get("privileged"))
+    if not privileged:
+        return ValidationOutcome(succeeded=False, log="dmesg: klogctl: Operation not permitted\n")
+    lines = "".join(
+        f"[{100 + i}.000000] NVRM: Xid (PCI:0000:{i:02x}:00): {code}, pid=1234, name=python3\n"
+        for i, code in enumerate(profile.health.xid_errors)
+    )
+    return ValidationOutcome(succeeded=True, log=lines)
+
+
 register_log_producer("dcgm", dcgm)
+register_log_producer("xid", xid)
 register_log_producer("nccl", nccl)
 register_log_producer("cuda", cuda)
 register_log_producer("p2p", p2p)

@@ -51,6 +51,8 @@ def job_body(name: str, node: str, args: JobArgs, call: ModuleCall) -> Obj:
         container["env"] = [{"name": k, "value": v} for k, v in sorted(args.env.items())]
     if args.gpus:
         container["resources"] = {"limits": {"nvidia.com/gpu": args.gpus}}
+    if args.privileged:
+        container["securityContext"] = {"privileged": True}
     # The node is usually cordoned and may carry pitstop's maintenance taint: tolerate both.
     tolerations = [
         {"key": UNSCHEDULABLE_TAINT, "operator": "Exists", "effect": "NoSchedule"},

@@ -116,6 +116,12 @@ class AcceptanceArgs(ModuleArgs):
     xid_image: str = Field(
         default="busybox:1.36", description="Image of the Job that reads each node's kernel log for Xid."
     )
+    xid_privileged: bool = Field(
+        default=True,
+        description="Run the Xid probe privileged: reading the kernel log needs it where dmesg_restrict=1 "
+        "(the default on current distributions). Unprivileged, the probe reports that it could not read "
+        "the log instead of counting 0 Xids.",
+    )
     network_operator_namespace: str = Field(default="nvidia-network-operator")
     nccl: NcclArgs = Field(default_factory=NcclArgs)
     cross_node: JobSpec | None = Field(

@@ -327,6 +327,11 @@ class JobArgs(NodeArgs):
     )
     annotations: dict[str, str] = Field(default_factory=dict, description="Annotations of the pod.")
     gpus: int = Field(default=0, ge=0, description="nvidia.com/gpu the container asks for.")
+    privileged: bool = Field(
+        default=False,
+        description="Run the container privileged (securityContext.privileged), for probes that read the "
+        "host (the kernel log); its namespace must then allow privileged pods (Pod Security).",
+    )
     pin: Literal["node_name", "node_selector"] = Field(
         default="node_name",
         description="node_name: bypass the scheduler; node_selector: `kubernetes.io/hostname` + tolerations.",

@@ -195,6 +195,29 @@ def test_failures_are_summarised_by_layer(start_sim: StartSim, module_runner: Mo
     }
 
 
+def test_an_xid_probe_that_cannot_read_the_kernel_log_says_so_instead_of_counting_zero(
+    start_sim: StartSim, module_runner: ModuleRunner
+) -> None:
+    # With kernel.dmesg_restrict=1 an unprivileged container's dmesg is refused; the old probe
+    # piped it into grep and counted 0 Xids on a node that has two.
+    sim = start_sim(
+        """
+        cluster: {nodes: 1, domains: 1}
+        timing: {time_scale: 60}
+        health:
+          nodes:
+            gpu-node-001: {xid_errors: [79, 48]}
+        """
+    )
+    blind = accept(module_runner, sim, layers=["gpu/xid"], nodes=["gpu-node-001"], xid_privileged=False)
+    check = checks_of(blind.data)["gpu/xid"]
+    assert check["status"] != "passed", check
+    assert "the kernel log of gpu-node-001 could not be read" in check["detail"]
+    assert "dmesg: klogctl: Operation not permitted" in check["detail"]
+    seeing = accept(module_runner, sim, layers=["gpu/xid"], nodes=["gpu-node-001"])
+    assert checks_of(seeing.data)["gpu/xid"]["value"] == 2
+
+
 def test_check_mode_runs_only_read_only_probes_and_creates_nothing(
     start_sim: StartSim, module_runner: ModuleRunner
 ) -> None:
