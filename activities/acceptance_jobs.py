@@ -20,7 +20,7 @@ from pitstop.acceptance.bench import parse_metrics
 from pitstop.acceptance.judge import Measurement, not_measured
 from pitstop.contracts import ModuleCall
 from pitstop.errors import ErrorType, fail
-from pitstop.gpu.dcgm import DiagParseError, parse_dcgm_diag
+from pitstop.gpu.dcgm import DiagParseError, dcgmi_diag_command, parse_dcgm_diag
 from pitstop.gpu.nccl import NcclParseError, parse_nccl
 from pitstop.kube.names import job_name
 from pitstop.module_args.acceptance import AcceptanceArgs, JobSpec
@@ -193,7 +193,8 @@ def dcgm_diag(jobs: Jobs) -> list[str]:
         return []
     problems: list[str] = []
     for node in jobs.args.nodes:
-        run = jobs.run("dcgm", node, jobs.args.dcgm_image, ["dcgmi", "diag", "-r", str(level), "-j"])
+        command = dcgmi_diag_command(level, jobs.args.dcgm_hostengine)
+        run = jobs.run("dcgm", node, jobs.args.dcgm_image, command)
         try:
             report = parse_dcgm_diag(run.log)
         except DiagParseError as exc:

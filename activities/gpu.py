@@ -17,7 +17,7 @@ from activities.module_activity import module_activity
 from pitstop.baseline import Threshold, compare
 from pitstop.contracts import ModuleCall, ModuleResult
 from pitstop.gpu.cuda import CudaParseError, p2p_devices, parse_device_query, parse_p2p
-from pitstop.gpu.dcgm import DiagParseError, parse_dcgm_diag
+from pitstop.gpu.dcgm import DiagParseError, dcgmi_diag_command, parse_dcgm_diag
 from pitstop.gpu.nccl import NcclParseError, nccl_check_problems, parse_nccl
 from pitstop.gpu.thresholds import p2p_floor
 from pitstop.module_args.gpu import (
@@ -95,12 +95,16 @@ def _against_baseline(
 def dcgm_diag(call: ModuleCall, args: DcgmDiagArgs) -> ModuleResult:
     if (skipped := _checked(call, f"dcgmi diag -r {args.level}")) is not None:
         return skipped
-    job = _job(call, args, "dcgm", args.image, ["dcgmi", "diag", "-r", str(args.level), "-j"])
+    job = _job(call, args, "dcgm", args.image, dcgmi_diag_command(args.level, args.hostengine))
     try:
         report = parse_dcgm_diag(job.stdout or "")
     except DiagParseError as exc:
+        said = next((line for line in (job.stdout or "").splitlines() if line.startswith("Error:")), "")
         return ModuleResult(
-            failed=True, msg=f"DCGM diag: {exc} ({job.msg})", stdout=job.stdout, data=job.data
+            failed=True,
+            msg=f"DCGM diag: {said or exc} ({job.msg})",
+            stdout=job.stdout,
+            data=job.data,
         )
     data = {**job.data, "level": args.level, **report.model_dump(mode="json")}
     if not report.passed or job.failed:

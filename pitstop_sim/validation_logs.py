@@ -9,11 +9,13 @@ other kinds get a generic pass/fail log. Register more with `register_log_produc
 
 from __future__ import annotations
 
+import shlex
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 from pitstop.gpu import emit
+from pitstop.kube.objects import annotations_of
 from pitstop_sim.models import NodeProfile
 
 Obj = dict[str, Any]
@@ -27,6 +29,9 @@ class ValidationOutcome:
 
 
 LogProducer = Callable[[str, NodeProfile, Obj], ValidationOutcome]
+# Set by the kubelet on a probe pod's copy when the `--host` its dcgmi names is a Service that
+# exists in the cluster (the producers see only the pod).
+HOSTENGINE_REACHABLE = "sim.pitstop.dev/hostengine-reachable"
 _PRODUCERS: dict[str, LogProducer] = {}
 
 DCGM_TESTS = (
@@ -60,8 +65,26 @@ def produce(kind: str, profile: NodeProfile, pod: Obj) -> ValidationOutcome:
 
 
 def _command(pod: Obj) -> list[str]:
+    """The container's command and arguments; a `sh -c "<script>"` is split into its words."""
     containers = (pod.get("spec") or {}).get("containers") or [{}]
-    return [str(a) for a in (containers[0].get("command") or []) + (containers[0].get("args") or [])]
+    words = [str(a) for a in (containers[0].get("command") or []) + (containers[0].get("args") or [])]
+    if len(words) >= 3 and words[0] in ("sh", "/bin/sh", "bash", "/bin/bash") and words[1] == "-c":
+        try:
+            return words[:2] + shlex.split(words[2])
+        except ValueError:
+            return words
+    return words
+
+
+def hostengine_of(pod: Obj) -> str | None:
+    """Where the probe's dcgmi finds nv-hostengine: "embedded" when the container starts one,
+    the `--host` value when it names one, None when there is none (a bare `dcgmi diag`)."""
+    command = _command(pod)
+    if "nv-hostengine" in command:
+        return "embedded"
+    if "--host" in command and command.index("--host") + 1 < len(command):
+        return command[command.index("--host") + 1]
+    return None
 
 
 def _image_tag(pod: Obj) -> str:
@@ -89,7 +112,23 @@ def _level(pod: Obj) -> int:
 
 
 def dcgm(kind: str, profile: NodeProfile, pod: Obj) -> ValidationOutcome:
-    """`dcgmi diag -r N -j`: JSON, the tests of that level, failures with their DCGM_FR_* reason."""
+    """`dcgmi diag -r N -j`: JSON, the tests of that level, failures with their DCGM_FR_* reason
+    — when there is a hostengine to talk to (started in the container, or a `--host` the
+    kubelet found reachable: `sim.pitstop.dev/hostengine-reachable`). Without one, dcgmi's own
+    connection failure (dcgmi/Command.cpp, dcgm_errors.c) and a non-zero exit."""
+    engine = hostengine_of(pod)
+    reachable = engine == "embedded" or (
+        engine is not None and annotations_of(pod).get(HOSTENGINE_REACHABLE) == "true"
+    )
+    if not reachable:
+        host = engine or "localhost"
+        return ValidationOutcome(
+            succeeded=False,
+            log=(
+                f"Error: unable to establish a connection to the specified host: {host}\n"
+                "Error: Unable to connect to host engine. Host engine connection invalid/disconnected.\n"
+            ),
+        )
     failing = list(profile.health.dcgm_failures)
     if profile.health.fails(kind):
         failing.append("Diagnostic")

@@ -209,3 +209,16 @@ def parse_dcgm_diag(text: str) -> DiagReport:
         failures=failures,
         warnings=warnings,
     )
+
+
+DEFAULT_HOSTENGINE = "nvidia-dcgm.gpu-operator.svc:5555"
+
+
+def dcgmi_diag_command(level: int, hostengine: str = "embedded") -> list[str]:
+    """How a probe Job runs `dcgmi diag`: dcgmi is a client of nv-hostengine, which a bare Job
+    does not have. `embedded` starts one in the Job's own container first (the DCGM image ships
+    it; it daemonizes); anything else is the `host:port` of a running one, such as the GPU
+    Operator's `nvidia-dcgm` Service, reached with `--host`."""
+    if hostengine == "embedded":
+        return ["sh", "-c", f"nv-hostengine && dcgmi diag -r {int(level)} -j"]
+    return ["dcgmi", "diag", "--host", hostengine, "-r", str(int(level)), "-j"]

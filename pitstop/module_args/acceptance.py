@@ -113,6 +113,11 @@ class AcceptanceArgs(ModuleArgs):
         default=None, ge=1, le=4, description="Also run dcgmi diag -r N on each of `nodes`."
     )
     dcgm_image: str = Field(default="nvcr.io/nvidia/cloud-native/dcgm:3.3.7-1-ubuntu22.04")
+    dcgm_hostengine: str = Field(
+        default="embedded",
+        pattern=r"^(embedded|[A-Za-z0-9.-]+(:[0-9]{1,5})?)$",
+        description="Where dcgmi finds nv-hostengine: `embedded` (started in the Job) or `host:port`.",
+    )
     xid_image: str = Field(
         default="busybox:1.36", description="Image of the Job that reads each node's kernel log for Xid."
     )

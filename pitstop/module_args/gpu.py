@@ -28,6 +28,12 @@ class DcgmDiagArgs(ValidationJob):
     image: str = Field(
         default="nvcr.io/nvidia/cloud-native/dcgm:3.3.7-1-ubuntu22.04", description="DCGM image."
     )
+    hostengine: str = Field(
+        default="embedded",
+        pattern=r"^(embedded|[A-Za-z0-9.-]+(:[0-9]{1,5})?)$",
+        description="`embedded`: start nv-hostengine in the Job (dcgmi needs one); or `host:port` of a "
+        "running one, e.g. the GPU Operator's `nvidia-dcgm.gpu-operator.svc:5555` (dcgmi --host).",
+    )
 
 
 class BaselineCheck(ValidationJob):

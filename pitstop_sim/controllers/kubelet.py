@@ -36,7 +36,7 @@ from pitstop_sim.controllers.base import Controller
 from pitstop_sim.events import EventRecorder
 from pitstop_sim.objects import allocatable_of, pod_requests
 from pitstop_sim.store import ObjectMissing, WatchEvent, clone
-from pitstop_sim.validation_logs import produce
+from pitstop_sim.validation_logs import HOSTENGINE_REACHABLE, hostengine_of, produce
 
 Obj = dict[str, Any]
 PodKey = tuple[str, str]
@@ -269,6 +269,20 @@ class Kubelet(Controller):
         stored = self.ctx.store.update("pods", started)
         self._arm_completion(stored)
 
+    def _with_reachability(self, pod: Obj) -> Obj:
+        """The pod as its producer sees it: marked when the hostengine its dcgmi names with
+        `--host <service>.<namespace>[.svc...][:port]` is a Service of this cluster."""
+        host = hostengine_of(pod)
+        if host in (None, "embedded"):
+            return pod
+        labels = str(host).split(":", 1)[0].split(".")
+        namespace = labels[1] if len(labels) > 1 else namespace_of(pod)
+        if self.ctx.store.get("services", namespace, labels[0]) is None:
+            return pod
+        marked: Obj = clone(pod)
+        marked["metadata"].setdefault("annotations", {})[HOSTENGINE_REACHABLE] = "true"
+        return marked
+
     # --- admission ---------------------------------------------------------------------------
 
     def _reject_if_out_of(self, pod: Obj, node: Obj) -> bool:
@@ -417,7 +431,7 @@ class Kubelet(Controller):
         if kind:
             profile = self.ctx.profiles.get(pod_node(pod))
             if profile is not None:
-                outcome = produce(kind, self.ctx.effective_profile(profile), pod)
+                outcome = produce(kind, self.ctx.effective_profile(profile), self._with_reachability(pod))
                 if outcome.seconds is not None:
                     seconds = outcome.seconds
         self._finishing.add(uid)

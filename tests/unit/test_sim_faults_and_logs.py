@@ -59,9 +59,12 @@ def test_latency_adds_up_for_matching_requests() -> None:
     assert faults.delay_seconds(RequestInfo("get", "nodes")) == 0.05
 
 
+EMBEDDED = {"spec": {"containers": [{"command": ["sh", "-c", "nv-hostengine && dcgmi diag -r 3 -j"]}]}}
+
+
 def test_dcgm_log_fails_the_tests_in_the_health_profile() -> None:
-    healthy = produce("dcgm", profile(), {})
-    broken = produce("dcgm", profile(dcgm_failures=["Memory", "PCIe"]), {})
+    healthy = produce("dcgm", profile(), EMBEDDED)
+    broken = produce("dcgm", profile(dcgm_failures=["Memory", "PCIe"]), EMBEDDED)
     assert healthy.succeeded and "Fail" not in healthy.log
     assert not broken.succeeded
     # `dcgmi diag -j` JSON, as the gpu.dcgm_diag module parses it.
@@ -128,3 +131,23 @@ def test_unavailability_counts_nodes_down_at_the_same_time_per_domain() -> None:
     report = {d.domain: d for d in unavailability(timeline)}
     assert (report["a"].max_unavailable, report["a"].at, report["a"].unavailable_at_start) == (2, 1, 1)
     assert (report["b"].max_unavailable, report["b"].at) == (1, 3)
+
+
+def test_dcgmi_without_a_hostengine_fails_as_dcgmi_does() -> None:
+    # dcgmi is a client: a bare `dcgmi diag` in a Job has no nv-hostengine on localhost.
+    bare = produce(
+        "dcgm", profile(), {"spec": {"containers": [{"command": ["dcgmi", "diag", "-r", "3", "-j"]}]}}
+    )
+    assert not bare.succeeded
+    assert bare.log == (
+        "Error: unable to establish a connection to the specified host: localhost\n"
+        "Error: Unable to connect to host engine. Host engine connection invalid/disconnected.\n"
+    )
+    remote = {
+        "spec": {
+            "containers": [{"command": ["dcgmi", "diag", "--host", "nvidia-dcgm.gpu-operator.svc:5555"]}]
+        }
+    }
+    assert "specified host: nvidia-dcgm.gpu-operator.svc:5555" in produce("dcgm", profile(), remote).log
+    reachable = {**remote, "metadata": {"annotations": {"sim.pitstop.dev/hostengine-reachable": "true"}}}
+    assert produce("dcgm", profile(), reachable).succeeded

@@ -25,7 +25,7 @@ health:
 """
 DCGM = {
     "image": "nvcr.io/nvidia/cloud-native/dcgm:3.3.7",
-    "command": ["dcgmi", "diag", "-r", "3"],
+    "command": ["sh", "-c", "nv-hostengine && dcgmi diag -r 3 -j"],
     "name": "dcgm-diag",
     "labels": {"pitstop.dev/validation": "dcgm"},
     "gpus": 8,
@@ -167,3 +167,36 @@ def test_the_kubelet_rejects_a_pinned_probe_asking_for_gpus_a_running_pod_holds(
         "requested: 8, used: 1, capacity: 8)"
     ) in message
     assert "Warning OutOfnvidia.com/gpu: Node didn't have enough resource" in message
+
+
+def test_dcgmi_in_a_job_needs_a_hostengine_and_says_so_without_one(
+    start_sim: StartSim, module_runner: ModuleRunner
+) -> None:
+    sim = start_sim(CLUSTER)
+    bare = {**DCGM, "command": ["dcgmi", "diag", "-r", "3", "-j"]}
+    result = module_runner(run_job, sim, bare, run_id="run-12", task_path="validate/0")
+    assert result.failed
+    assert "Error: unable to establish a connection to the specified host: localhost" in (result.stdout or "")
+
+
+def test_dcgmi_reaches_the_gpu_operators_hostengine_only_where_its_service_exists(
+    start_sim: StartSim, module_runner: ModuleRunner
+) -> None:
+    sim = start_sim(CLUSTER + "workloads:\n  namespaces: [gpu-operator]\n")
+    remote = {
+        **DCGM,
+        "command": ["dcgmi", "diag", "--host", "nvidia-dcgm.gpu-operator.svc:5555", "-r", "3", "-j"],
+    }
+    missing = module_runner(run_job, sim, remote, run_id="run-13", task_path="validate/0")
+    assert missing.failed
+    assert "connection to the specified host: nvidia-dcgm.gpu-operator.svc:5555" in (missing.stdout or "")
+    sim.create(
+        "services",
+        {
+            "metadata": {"name": "nvidia-dcgm", "namespace": "gpu-operator"},
+            "spec": {"ports": [{"port": 5555}]},
+        },
+        "gpu-operator",
+    )
+    reached = module_runner(run_job, sim, remote, run_id="run-14", task_path="validate/0")
+    assert not reached.failed and parse_dcgm_diag(reached.stdout or "").passed

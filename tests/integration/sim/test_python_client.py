@@ -154,7 +154,11 @@ def test_validation_pod_log_reflects_the_node_health_profile(
                     node_name=node,
                     restart_policy="Never",
                     containers=[
-                        client.V1Container(name="dcgm", image="nvcr.io/nvidia/cloud-native/dcgm:3.3.7")
+                        client.V1Container(
+                            name="dcgm",
+                            image="nvcr.io/nvidia/cloud-native/dcgm:3.3.7",
+                            command=["sh", "-c", "nv-hostengine && dcgmi diag -r 3 -j"],
+                        )
                     ],
                 ),
             ),
