@@ -66,3 +66,16 @@ def check_api_version(value: str) -> str:
             "(e.g. apps/v1, kueue.x-k8s.io/v1beta1)"
         )
     return value
+
+
+def check_workload_refs(values: list[str], kinds: tuple[str, ...]) -> list[str]:
+    """Workloads named as `<Kind> <namespace>/<name>` (e.g. `Deployment serving/vllm`), each of
+    one of `kinds`; ValueError naming the first that is not."""
+    pattern = re.compile(rf"({'|'.join(kinds)}) [a-z0-9][-a-z0-9]*/[a-z0-9][-a-z0-9.]*")
+    for item in values:
+        if not pattern.fullmatch(item):
+            raise ValueError(
+                f"{item!r} is not a workload: write `{kinds[0]} <namespace>/<name>`"
+                + (f" (or {', '.join(kinds[1:])})" if len(kinds) > 1 else "")
+            )
+    return values

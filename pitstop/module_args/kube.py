@@ -14,7 +14,7 @@ from typing import Any, Literal
 
 from pydantic import Field, field_validator
 
-from pitstop.kube.names import check_api_version, check_name
+from pitstop.kube.names import check_api_version, check_name, check_workload_refs
 from pitstop.kube.selectors import check_selector
 from pitstop.module_spec import ArgsT, ModuleArgs, ModuleSpec, RetryDefaults
 
@@ -274,15 +274,7 @@ class CapacityCheckArgs(ModuleArgs):
     @field_validator("acknowledge_unprotected")
     @classmethod
     def _workload_names(cls, value: list[str]) -> list[str]:
-        for item in value:
-            if not re.fullmatch(
-                r"(Deployment|StatefulSet|ReplicaSet) [a-z0-9][-a-z0-9]*/[a-z0-9][-a-z0-9.]*", item
-            ):
-                raise ValueError(
-                    f"{item!r} is not a workload: write `Deployment <namespace>/<name>` or "
-                    "`StatefulSet <namespace>/<name>`"
-                )
-        return value
+        return check_workload_refs(value, ("Deployment", "StatefulSet", "ReplicaSet"))
 
     wait_seconds: float = Field(
         default=0,

@@ -7,13 +7,13 @@ directory (PITSTOP_RUNBOOK_DIR, default `runbooks`).
 
 from __future__ import annotations
 
-import re
 from datetime import timedelta
 from typing import Any, Literal
 
 from pydantic import Field, field_validator, model_validator
 
 from pitstop.compat.deprecations import TargetVersionError, kube_minor_of
+from pitstop.kube.names import check_workload_refs
 from pitstop.module_spec import ArgsT, ModuleArgs, ModuleSpec, RetryDefaults
 
 
@@ -172,15 +172,7 @@ class WaitRolloutArgs(ModuleArgs):
     @field_validator("objects")
     @classmethod
     def _workloads(cls, value: list[str]) -> list[str]:
-        for item in value:
-            if not re.fullmatch(
-                r"(Deployment|DaemonSet|StatefulSet) [a-z0-9][-a-z0-9]*/[a-z0-9][-a-z0-9.]*", item
-            ):
-                raise ValueError(
-                    f"{item!r} is not a workload: write `Deployment <namespace>/<name>` "
-                    "(or DaemonSet, StatefulSet)"
-                )
-        return value
+        return check_workload_refs(value, ("Deployment", "DaemonSet", "StatefulSet"))
 
     @model_validator(mode="after")
     def _something(self) -> WaitRolloutArgs:

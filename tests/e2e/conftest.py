@@ -5,22 +5,27 @@ an independent reading of the simulator's availability timeline."""
 from __future__ import annotations
 
 import asyncio
+import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
+from datetime import timedelta
 from pathlib import Path
 
 import pytest
-from temporalio.client import WorkflowHandle
+from temporalio.client import Client, WorkflowHandle
 
+from activities import ACTIVITIES
 from pitstop.bundle import collect
 from pitstop.contracts import Decision, RunReport, RunRequest, RunStatus
 from pitstop.demo import maintenance as dm
 from pitstop.keys import load_key
 from pitstop.proofs import signed_decision
 from pitstop.runbook import load_runbook
+from pitstop.worker_app import build_worker
 from pitstop_sim import SimCluster
 from pitstop_sim.models import TimelineEvent
+from workflows import WORKFLOWS
 
 APPROVER = "alice"  # in the runbook's `sre` approvers
 
@@ -140,3 +145,23 @@ def peak_unavailable_per_domain(timeline: list[TimelineEvent]) -> dict[str, int]
             nodes.discard(event.node)
         peak[event.domain] = max(peak.get(event.domain, 0), len(nodes))
     return {domain: count - at_start.get(domain, 0) for domain, count in peak.items()}
+
+
+async def run_to_end(
+    client: Client, queue: str, request: RunRequest, id_prefix: str, within: float = 240
+) -> RunReport:
+    """The run of `request` on an in-process worker, every gate approved, waited for to its end."""
+    async with build_worker(client, queue, workflows=WORKFLOWS, activities=ACTIVITIES):
+        handle: WorkflowHandle[object, RunReport] = await client.start_workflow(
+            "RunbookWorkflow",
+            request,
+            id=f"{id_prefix}-{uuid.uuid4().hex[:8]}",
+            task_queue=queue,
+            result_type=RunReport,
+            execution_timeout=timedelta(seconds=within + 30),
+        )
+        approver = asyncio.ensure_future(approve_gates(handle))
+        try:
+            return await asyncio.wait_for(handle.result(), timeout=within)
+        finally:
+            approver.cancel()

@@ -5,28 +5,21 @@ own account of itself."""
 
 from __future__ import annotations
 
-import asyncio
 import logging
-import uuid
 from collections.abc import Iterator
-from datetime import timedelta
 from pathlib import Path
 
 import pytest
-from temporalio.client import Client, WorkflowHandle
+from temporalio.client import Client
 
-from activities import ACTIVITIES
-from pitstop.contracts import RunReport
 from pitstop.demo import maintenance as dm
-from pitstop.worker_app import build_worker
 from tests.e2e.conftest import (
     APPROVER,
     Rehearsal,
-    approve_gates,
     peak_unavailable_per_domain,
+    run_to_end,
     start_rehearsal,
 )
-from workflows import WORKFLOWS
 
 # Needs the embedded stack, like everything under tests/integration (`-m "not integration"` skips it).
 pytestmark = pytest.mark.integration
@@ -49,20 +42,7 @@ async def test_maintenance_on_the_rehearsal_cluster_behaves_as_the_runbook_says(
 ) -> None:
     target, per_domain_limit = limits
     sim = rehearsal.sim
-    async with build_worker(temporal_client, task_queue, workflows=WORKFLOWS, activities=ACTIVITIES):
-        handle: WorkflowHandle[object, RunReport] = await temporal_client.start_workflow(
-            "RunbookWorkflow",
-            rehearsal.request(),
-            id=f"e2e-maintenance-{uuid.uuid4().hex[:8]}",
-            task_queue=task_queue,
-            result_type=RunReport,
-            execution_timeout=timedelta(minutes=4),
-        )
-        approver = asyncio.ensure_future(approve_gates(handle))
-        try:
-            report = await asyncio.wait_for(handle.result(), timeout=240)
-        finally:
-            approver.cancel()
+    report = await run_to_end(temporal_client, task_queue, rehearsal.request(), "e2e-maintenance", within=240)
 
     verdict = dm.judge(sim, report, target, per_domain_limit)
     assert verdict.problems == []

@@ -6,22 +6,15 @@ cordoned with the reason. Read from the simulator's counters and objects."""
 
 from __future__ import annotations
 
-import asyncio
 import logging
-import uuid
 from collections.abc import Iterator
-from datetime import timedelta
 from pathlib import Path
 
 import pytest
-from temporalio.client import Client, WorkflowHandle
+from temporalio.client import Client
 
-from activities import ACTIVITIES
-from pitstop.contracts import RunReport
 from pitstop.demo import maintenance as dm
-from pitstop.worker_app import build_worker
-from tests.e2e.conftest import Rehearsal, approve_gates, start_rehearsal
-from workflows import WORKFLOWS
+from tests.e2e.conftest import Rehearsal, run_to_end, start_rehearsal
 
 pytestmark = pytest.mark.integration
 
@@ -54,20 +47,7 @@ async def test_maintenance_never_evicts_real_training_operators_pods_and_names_t
     sim = rehearsal.sim
     before = training_pods(rehearsal, dm.CANARY_NODE)
     assert len(before) == 5
-    async with build_worker(temporal_client, task_queue, workflows=WORKFLOWS, activities=ACTIVITIES):
-        handle: WorkflowHandle[object, RunReport] = await temporal_client.start_workflow(
-            "RunbookWorkflow",
-            rehearsal.request(),
-            id=f"e2e-frameworks-{uuid.uuid4().hex[:8]}",
-            task_queue=task_queue,
-            result_type=RunReport,
-            execution_timeout=timedelta(minutes=3),
-        )
-        approver = asyncio.ensure_future(approve_gates(handle))
-        try:
-            report = await asyncio.wait_for(handle.result(), timeout=170)
-        finally:
-            approver.cancel()
+    report = await run_to_end(temporal_client, task_queue, rehearsal.request(), "e2e-frameworks", within=170)
 
     canary = next(h for stage in report.stages for h in stage.hosts if h.host == dm.CANARY_NODE)
     assert canary.status == "failed"

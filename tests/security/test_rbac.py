@@ -60,7 +60,7 @@ from pitstop.runbook.inventory import ClusterConfig
 from pitstop.worker_app import build_worker
 from pitstop_sim import SimCluster, SimConfig, load_scenario
 from pitstop_sim.rbac_policy import load_policy
-from tests.e2e.conftest import Rehearsal, approve_gates, runbook_limits
+from tests.e2e.conftest import Rehearsal, approve_gates, run_to_end, runbook_limits
 from tests.integration.kube.conftest import ModuleRunner
 from workflows import WORKFLOWS
 
@@ -148,20 +148,7 @@ def rehearsal(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Rehea
 
 
 async def run_maintenance(client: Client, queue: str, rehearsal: Rehearsal, within: float = 240) -> RunReport:
-    async with build_worker(client, queue, workflows=WORKFLOWS, activities=ACTIVITIES):
-        handle: WorkflowHandle[object, RunReport] = await client.start_workflow(
-            "RunbookWorkflow",
-            rehearsal.request(),
-            id=f"rbac-maintenance-{uuid.uuid4().hex[:8]}",
-            task_queue=queue,
-            result_type=RunReport,
-            execution_timeout=timedelta(seconds=within + 30),
-        )
-        approver = asyncio.ensure_future(approve_gates(handle))
-        try:
-            return await asyncio.wait_for(handle.result(), timeout=within)
-        finally:
-            approver.cancel()
+    return await run_to_end(client, queue, rehearsal.request(), "rbac-maintenance", within)
 
 
 @pytest.mark.timeout(300)
