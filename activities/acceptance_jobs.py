@@ -5,6 +5,9 @@ Each Job is pinned to a node and labelled `pitstop.dev/validation=<kind>` (as th
 modules do); its name is deterministic (kind, run id, task, node), so a retried attempt waits
 for the Job its predecessor started instead of starting another. Logs are parsed with the
 real tools' formats (`pitstop.gpu`) and the benchmarks' METRIC lines (`pitstop.acceptance.bench`).
+They wait as kube.job does (`activities.kube.job_wait`): a probe whose pod cannot run (a missing
+image, a missing Secret) fails its check at the next poll with the kubelet's reason and events,
+not after `job_timeout_seconds`.
 """
 
 from __future__ import annotations
@@ -14,12 +17,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from activities.kube.client import Kube, job_path, jobs_path
-from activities.kube.common import Deadline, pause
-from activities.kube.job import _delete, _logs, _outcome, _pod_of, job_body
+from activities.kube.job import job_body
+from activities.kube.job_wait import delete_job, wait_for_job
 from pitstop.acceptance.bench import parse_metrics
 from pitstop.acceptance.judge import Measurement, not_measured
 from pitstop.contracts import ModuleCall
-from pitstop.errors import ErrorType, fail
 from pitstop.gpu.dcgm import DiagParseError, dcgmi_diag_command, parse_dcgm_diag
 from pitstop.gpu.nccl import NcclParseError, parse_nccl
 from pitstop.kube.names import job_name
@@ -29,6 +31,10 @@ from pitstop.module_args.kube import JobArgs
 VALIDATION_LABEL = "pitstop.dev/validation"
 XID_LINE = re.compile(r"NVRM: Xid \([^)]*\): (\d+)")
 
+# Of the log of a probe that did not finish, this much goes into its check's reason (every
+# node's reason is carried in each heartbeat and in the result).
+MESSAGE_LOG_BYTES = 1024
+
 
 @dataclass
 class JobRun:
@@ -36,6 +42,9 @@ class JobRun:
     succeeded: bool
     log: str
     msg: str
+    # The Job ran to its end (succeeded or failed), so `log` is the tool's output; False when it
+    # did not run (no free GPU) or pitstop stopped waiting (its pod cannot run, or the timeout).
+    finished: bool = True
 
 
 @dataclass
@@ -75,6 +84,7 @@ class Jobs:
                     "",
                     f"no free GPU on {node} for the {kind} probe: all {allocatable} are held by "
                     f"{', '.join(holders)} (drain the node first)",
+                    finished=False,
                 )
             gpus = free
         spec = JobArgs(
@@ -95,27 +105,21 @@ class Jobs:
         job = self.kube.get_or_none(job_path(ns, job_id))
         if job is None:
             job = self.kube.post(jobs_path(ns), job_body(job_id, node, spec, self.call))
-        deadline = Deadline(spec.timeout_seconds)
-        while (outcome := _outcome(job)) is None:
-            if deadline.passed():
-                _delete(self.kube, ns, job_id)
-                return JobRun(
-                    node, False, "", f"Job {ns}/{job_id} did not finish within {deadline.elapsed():.0f}s"
-                )
-            pause(
-                min(spec.poll_interval_seconds, max(deadline.remaining(), 0.0)),
-                {"acceptance": dict(self.done), "job": job_id},
-            )
-            current = self.kube.get_or_none(job_path(ns, job_id))
-            if current is None:
-                fail(
-                    ErrorType.PRECONDITION_FAILED,
-                    f"Job {ns}/{job_id} was deleted while pitstop waited for it",
-                )
-            job = current
-        log = _logs(self.kube, ns, _pod_of(self.kube, ns, job_id), spec.log_lines)
-        _delete(self.kube, ns, job_id)
-        return JobRun(node, outcome == "succeeded", log, f"Job {ns}/{job_id} {outcome} on {node}")
+        end = wait_for_job(
+            self.kube,
+            ns,
+            job_id,
+            job,
+            timeout_seconds=spec.timeout_seconds,
+            poll_interval_seconds=spec.poll_interval_seconds,
+            unschedulable_seconds=spec.unschedulable_seconds,
+            log_lines=spec.log_lines,
+            heartbeat={"acceptance": dict(self.done), "job": job_id},
+        )
+        delete_job(self.kube, ns, job_id)
+        if not end.finished:  # the partial log is no result; a little of it goes into the reason
+            return JobRun(node, False, "", end.describe(node, log_bytes=MESSAGE_LOG_BYTES), finished=False)
+        return JobRun(node, end.succeeded, end.log, end.describe(node))
 
 
 def _no_nodes(what: str) -> Measurement:
@@ -132,6 +136,9 @@ def nccl(jobs: Jobs) -> Measurement:
         gpus = max(1, jobs.gpus.get(node, (0, 0, []))[0])
         command = [cfg.binary, "-b", cfg.min_bytes, "-e", cfg.max_bytes, "-f", "4", "-g", str(gpus)]
         run = jobs.run("nccl", node, cfg.image, command)
+        if not run.finished:
+            problems.append(f"{node}: {run.msg}")
+            continue
         try:
             result = parse_nccl(run.log)
         except NcclParseError as exc:
@@ -174,6 +181,8 @@ def cross_node(jobs: Jobs) -> Measurement:
         gpus=spec.gpus,
         name="nccl-multinode",
     )
+    if not run.finished:
+        return Measurement(ok=False, detail=run.msg)
     try:
         result = parse_nccl(run.log)
     except NcclParseError as exc:
@@ -195,6 +204,9 @@ def dcgm_diag(jobs: Jobs) -> list[str]:
     for node in jobs.args.nodes:
         command = dcgmi_diag_command(level, jobs.args.dcgm_hostengine)
         run = jobs.run("dcgm", node, jobs.args.dcgm_image, command)
+        if not run.finished:
+            problems.append(f"dcgmi diag on {node}: {run.msg}")
+            continue
         try:
             report = parse_dcgm_diag(run.log)
         except DiagParseError as exc:

@@ -385,3 +385,47 @@ def test_a_probe_never_asks_for_gpus_a_running_pod_holds_and_says_so_when_none_a
     assert shared["status"] == "passed", shared
     rejected = [e for e in sim.list("events") if str(e.get("reason", "")).startswith("OutOf")]
     assert rejected == []
+
+
+def test_a_probe_whose_image_is_missing_fails_its_check_with_the_pull_back_off_not_the_timeout(
+    start_sim: StartSim, module_runner: ModuleRunner
+) -> None:
+    # The registry has the DCGM image but not the NCCL tests': the kubelet backs off pulling it.
+    # The probe waits as kube.job does, so the check says so at the next poll; with a 30-minute
+    # job timeout (longer than the activity's), only the diagnosis can end the wait in time.
+    sim = start_sim(
+        """
+        cluster: {nodes: 1, domains: 1}
+        timing: {time_scale: 60}
+        registry: {available: ["nvcr.io/nvidia/cloud-native/dcgm:*"]}
+        """
+    )
+    image = "ghcr.io/nvidia/nccl-tests:2.13.10"
+    result = accept(
+        module_runner,
+        sim,
+        layers=["network/nccl", "gpu/dcgm"],
+        nodes=["gpu-node-001"],
+        dcgm_diag_level=3,
+        job_timeout_seconds=1800,
+    )
+    checks = checks_of(result.data)
+    nccl = checks["network/nccl"]
+    assert nccl["status"] == "failed" and result.failed
+    detail = nccl["detail"]
+    assert detail.startswith("gpu-node-001: Job default/pitstop-accept-nccl-"), detail
+    assert " on gpu-node-001 cannot run (ImagePullBackOff): pod pitstop-accept-nccl-" in detail
+    assert f'container main waiting: ImagePullBackOff: Back-off pulling image "{image}"' in detail
+    assert (
+        f'Warning Failed: Failed to pull image "{image}": rpc error: code = NotFound desc = '
+        f'failed to pull and unpack image "{image}"'
+    ) in detail
+    assert "did not finish within" not in detail
+    assert "no nccl-tests result table" not in detail  # the empty log of a pod that never ran is not parsed
+    assert f"network/nccl: {detail}" in result.msg
+    # The other probe's image is there: it ran and passed.
+    assert checks["gpu/dcgm"]["detail"].endswith("dcgmi diag -r 3 passed on 1 nodes"), checks["gpu/dcgm"]
+    # Every probe Job is gone, and the waits heartbeated what was measured so far.
+    sim.wait_for(lambda s: s.list("jobs", "default") == [], timeout=10, what="the probe Jobs to be deleted")
+    waiting = [h for h in module_runner.heartbeats if isinstance(h, dict) and "job" in h]
+    assert any(h["job"].startswith("pitstop-accept-nccl-") and "acceptance" in h for h in waiting)

@@ -7,6 +7,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
+from temporalio.exceptions import ApplicationError
 
 from activities.baseline import save
 from activities.gpu import dcgm_diag, nccl_test, p2p_check
@@ -80,6 +81,23 @@ def test_nccl_and_dcgm_read_the_format_of_the_image_they_ran(
         assert failed.failed
         assert failed.msg.startswith("DCGM diag failed: GPU Memory on GPU 0: DCGM_FR_FAULTY_MEMORY:")
         assert failed.data["version"] == version
+
+
+def test_a_gpu_probe_whose_image_is_missing_fails_with_the_pull_back_off_not_the_timeout(
+    start_sim: StartSim, module_runner: ModuleRunner
+) -> None:
+    # gpu.* Jobs wait in kube.job's wait (activities.kube.job_wait): the kubelet's back-off and
+    # its events end the task at the next poll, whatever its timeout.
+    sim = start_sim(CLUSTER + 'registry: {available: ["nvcr.io/*"]}\n')
+    image = "ghcr.io/nvidia/nccl-tests:2.13.10"
+    with pytest.raises(ApplicationError) as refused:
+        module_runner(nccl_test, sim, {**FAST, "timeout_seconds": 3600}, host="gpu-node-001")
+    message = refused.value.message
+    assert refused.value.type == "PreconditionFailed" and refused.value.non_retryable
+    assert " on gpu-node-001 cannot run (ImagePullBackOff): pod pitstop-nccl-" in message
+    assert f'container main waiting: ImagePullBackOff: Back-off pulling image "{image}"' in message
+    assert f'Warning Failed: Failed to pull image "{image}": rpc error: code = NotFound' in message
+    sim.wait_for(lambda s: s.list("jobs", "default") == [], timeout=10, what="the probe Job to be deleted")
 
 
 def test_hardware_without_a_floor_is_judged_against_its_own_baseline(
