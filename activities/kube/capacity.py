@@ -34,6 +34,8 @@ def _data(report: CapacityReport) -> dict[str, Any]:
             "pods_to_move": [{"pod": p, "gpus": n} for p, n in g.moving],
             "unplaced": [{"pod": p, "gpus": n} for p, n in g.unplaced],
             "training_waiting": list(g.waiting),
+            # Unplaced for topology spread or pod (anti-)affinity, and which rule held them off.
+            "blocked": [{"pod": p, "why": why} for p, why in g.blocked],
         }
     data["pdbs"] = [
         {

@@ -7,9 +7,12 @@ have allocatable GPUs minus what their pods ask for. GPUs of one pod must fit on
 so the pods are placed first-fit decreasing (training pods excepted: they stop at a checkpoint
 and wait for room) into the free GPUs per node, each only on nodes
 its nodeSelector, required node affinity and tolerations allow (`pitstop.kube.scheduling`: a
-dedicated pool's GPUs do not count for pods that may not go there); the check fails if a pod
-does not fit, or if fewer than `margin` GPUs would remain spare afterwards. Inter-pod
-(anti-)affinity and topology spread are not modelled: this is a floor, not a promise.
+dedicated pool's GPUs do not count for pods that may not go there), and only where their
+DoNotSchedule topology spread constraints and required pod (anti-)affinity allow, counting the
+pods that stay and those placed before them (`pitstop.kube.pod_placement`); the check fails if a
+pod does not fit, or if fewer than `margin` GPUs would remain spare afterwards. Pods that ask for
+no GPUs are not placed (they leave the drained nodes and count nowhere), and preferred terms only
+rank nodes: this is a floor, not a promise.
 
 Serving replicas that would go down with nothing to take their place are reported: GPU pods of
 a Deployment or StatefulSet with no PodDisruptionBudget, or the only running replica of their
@@ -49,6 +52,7 @@ from pitstop.kube.objects import (
     pod_node,
     resource_count,
 )
+from pitstop.kube.pod_placement import Placement, explain
 from pitstop.kube.scheduling import can_run_on
 
 BLOCKING_TAINTS = (UNSCHEDULABLE_TAINT, NOT_READY_TAINT, UNREACHABLE_TAINT, MAINTENANCE_TAINT)
@@ -93,6 +97,9 @@ class GpuAssessment:
     # Training pods on the leaving nodes: checkpointed and rescheduled when there is room, so
     # not counted against the GPUs that must be free now.
     waiting: tuple[str, ...] = ()
+    # Unplaced pods that had room where their nodeSelector/affinity/tolerations allow, and why
+    # topology spread or pod (anti-)affinity kept them off it.
+    blocked: tuple[tuple[str, str], ...] = ()
 
     @property
     def ok(self) -> bool:
@@ -116,6 +123,8 @@ class GpuAssessment:
                 f"; {', '.join(self.constrained[:5])} would fit only on nodes "
                 "its nodeSelector, node affinity or tolerations rule out"
             )
+        for pod, why in self.blocked[:5]:
+            text += f"; {pod} may not go where there is room: {why}"
         return text
 
 
@@ -130,7 +139,8 @@ def assess_gpus(
 ) -> GpuAssessment:
     leaving_set = set(leaving)
     pod_list = list(pods)
-    receiving = [n for n in nodes if name_of(n) not in leaving_set and takes_pods(n) and eligible(n)]
+    node_list = list(nodes)
+    receiving = [n for n in node_list if name_of(n) not in leaving_set and takes_pods(n) and eligible(n)]
     used: dict[str, int] = {}
     for running in pod_list:
         if not pod_is_finished(running):
@@ -151,20 +161,32 @@ def assess_gpus(
     blocks = dict(free)
     unplaced: list[tuple[str, int]] = []
     constrained: list[str] = []
+    blocked: list[tuple[str, str]] = []
+    # Every pod the drain evicts leaves its node; the drained nodes stay, cordoned.
+    placement = Placement(
+        node_list, pod_list, {key_of(p) for p in pods_to_move(pod_list, leaving_set)}, leaving_set
+    )
     # The most constrained pods first (fewest nodes they may go to), then the largest: a pod
     # that may go anywhere must not take the only room a constrained one has.
-    allowed = {key: sum(1 for n in receiving if can_run_on(pod, n)) for key, _, pod in to_move}
+    allowed: dict[str, int] = {}
+    for key, _, pod in to_move:
+        rule = placement.rule(pod)
+        allowed[key] = sum(1 for n in receiving if can_run_on(pod, n) and rule(name_of(n)) is None)
     to_move.sort(key=lambda item: (allowed[item[0]], -item[1], item[0]))
     for pod_key, gpus, pod in to_move:
-        target = next(
-            (node for node in sorted(blocks) if blocks[node] >= gpus and can_run_on(pod, by_name[node])), None
-        )
+        rule = placement.rule(pod)
+        room = [node for node in sorted(blocks) if blocks[node] >= gpus]
+        may = [node for node in room if can_run_on(pod, by_name[node])]
+        target = next((node for node in may if rule(node) is None), None)
         if target is None:
             unplaced.append((pod_key, gpus))
-            if any(room >= gpus for room in blocks.values()):
+            if may:
+                blocked.append((pod_key, explain(rule, may)))
+            elif room:
                 constrained.append(pod_key)
         else:
             blocks[target] -= gpus
+            placement.place(pod, target)
     total_free = sum(free.values())
     needed = sum(g for _, g in moving)
     return GpuAssessment(
@@ -180,6 +202,7 @@ def assess_gpus(
         free_after=total_free - needed,
         constrained=tuple(constrained),
         waiting=waiting,
+        blocked=tuple(blocked),
     )
 
 

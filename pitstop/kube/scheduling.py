@@ -3,8 +3,9 @@ decide where a drained pod can go (pkg/scheduler/framework/plugins: NodeUnschedu
 NodeName, NodeAffinity with `nodeSelector` and required node affinity, TaintToleration), so a
 capacity check does not count the GPUs of a dedicated pool the pod may not use.
 
-Not modelled (a capacity check stays a floor, and says so): inter-pod affinity and anti-affinity,
-topology spread constraints, and preferred (soft) terms, which only rank nodes.
+The filters that read the pods around a node (topology spread constraints, required inter-pod
+affinity and anti-affinity) are `pitstop.kube.pod_placement`. Not modelled: preferred (soft)
+terms, which only rank nodes.
 """
 
 from __future__ import annotations
