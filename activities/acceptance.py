@@ -2,9 +2,10 @@
 against the pre-upgrade baseline.
 
 Every check of the catalogue (`pitstop.acceptance.probes`) has a probe here that reads the
-cluster through the Kubernetes API, or (NCCL, DCGM diag, Xid, benchmarks) runs a Job pinned to
-a node (`activities.acceptance_jobs`). A probe that cannot measure its check here answers
-`n/a` with the reason; the judgement against the baseline is pure (`pitstop.acceptance.judge`).
+cluster through the Kubernetes API, or (NCCL, DCGM diag, Xid, ECC, benchmarks) runs a Job pinned
+to a node (`activities.acceptance_jobs`, `activities.acceptance_gpu_health`). A probe that cannot
+measure its check here answers `n/a` with the reason; the judgement against the baseline is pure
+(`pitstop.acceptance.judge`).
 
 Resumable: each finished probe is heartbeated, so a retried attempt keeps what was measured
 and re-runs only the rest (Jobs are found again by their deterministic names).
@@ -23,6 +24,7 @@ from typing import Any
 
 from botocore.exceptions import BotoCoreError, ClientError
 
+from activities import acceptance_gpu_health as gpu_health
 from activities import acceptance_jobs as jobs_probes
 from activities.acceptance_jobs import Jobs
 from activities.kube.client import ApiStatus, Kube, Obj, namespaced, pod_path, pods_path
@@ -329,12 +331,20 @@ def xid(c: Cluster, jobs: Jobs | None) -> Measurement:
     from_events = sum(int(e.get("count") or 1) for e in events)
     per_node: dict[str, int] = {}
     problems: list[str] = []
-    if jobs is not None:
+    raised: list[str] = []
+    dcgm_source = c.args.xid_from == "dcgm"
+    if jobs is not None and dcgm_source:
+        # DCGM's last Xid per GPU, from the node's running hostengine: unprivileged.
+        per_node, problems, raised = gpu_health.xid_from_dcgm(jobs)
+    elif jobs is not None:
         per_node, problems = jobs_probes.xid_in_kernel_logs(jobs)
     total = from_events + sum(per_node.values())
     parts = [f"{from_events} in events"]
     if per_node:
-        parts.append(", ".join(f"{n} {v}" for n, v in sorted(per_node.items()) if v) or "none in kernel logs")
+        where = "none in DCGM" if dcgm_source else "none in kernel logs"
+        parts.append(", ".join(f"{n} {v}" for n, v in sorted(per_node.items()) if v) or where)
+    if raised:
+        parts.append("DCGM's last Xid: " + ", ".join(raised))
     detail = f"{total} Xid events ({'; '.join(parts)})"
     if problems:
         return Measurement(ok=False, value=total, detail=f"{detail}; " + "; ".join(problems))
@@ -615,6 +625,7 @@ PROBES: dict[str, Probe] = {
     "gpu/mig_dra": _read_only(mig_dra),
     "gpu/dcgm": lambda c, jobs, _check: dcgm(c, jobs),
     "gpu/xid": lambda c, jobs, _check: xid(c, jobs),
+    "gpu/ecc": _with_jobs(gpu_health.ecc, "nvidia-smi -q (ECC, remapped rows) on the nodes"),
     "network/pod_network": _read_only(pod_network),
     "network/rdma": _read_only(rdma),
     "network/nccl": _with_jobs(jobs_probes.nccl, "the NCCL test Jobs"),

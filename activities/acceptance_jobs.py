@@ -57,6 +57,9 @@ class Jobs:
     # node -> (free GPUs, allocatable GPUs, pods holding the others)
     gpus: dict[str, tuple[int, int, list[str]]]
     bench_runs: dict[str, JobRun | str] = field(default_factory=dict)
+    # node -> DCGM's fields read once per call (`activities.acceptance_gpu_health.dcgm_fields`),
+    # shared by the Xid and ECC checks; a string says why they could not be read.
+    dcgm_fields: dict[str, Any] = field(default_factory=dict)
     # What the call measured so far: every heartbeat carries it, so a retried attempt resumes.
     done: dict[str, Any] = field(default_factory=dict)
 

@@ -85,9 +85,11 @@ Behaviour pitstop's kube modules rely on
   unlabelled; `training_frameworks.py`); the counters know them by the scenario's job names.
 - Validation pods: a pod labelled `pitstop.dev/validation=<kind>` runs for
   `timing.validation_seconds[kind]`, then Succeeds or Fails with a log made by the log
-  producer for `<kind>` (`dcgm`, `nccl` built in; `register_log_producer` for more) from
-  its node's health profile; read it with `GET .../pods/{name}/log`. Plain Job pods finish
-  after `timing.job_seconds`; pods annotated `sim.pitstop.dev/run-seconds: N` after N.
+  producer for `<kind>` (`dcgm`, `nccl`, `xid` (dmesg or `dcgmi dmon`), `ecc`
+  (`nvidia-smi -q`, only in a container given GPUs) built in; `register_log_producer` for
+  more) from its node's health profile (`xid_errors`, `ecc` per GPU...); read it with
+  `GET .../pods/{name}/log`. Plain Job pods finish after `timing.job_seconds`; pods
+  annotated `sim.pitstop.dev/run-seconds: N` after N.
 - Images: `registry.available` (fnmatch patterns, default everything) is what the nodes can
   pull. A pod with any other image waits in ErrImagePull, then ImagePullBackOff, with the
   kubelet's events and containerd's NotFound text, and never starts.
@@ -155,6 +157,7 @@ from pitstop_sim.models import (
     ApiErrorFault,
     CountersSnapshot,
     DomainUnavailability,
+    GpuEcc,
     LatencyFault,
     NodeHealth,
     NodeProfile,
@@ -168,6 +171,7 @@ __all__ = [
     "ApiErrorFault",
     "CountersSnapshot",
     "DomainUnavailability",
+    "GpuEcc",
     "LatencyFault",
     "NodeHealth",
     "NodeProfile",

@@ -16,6 +16,24 @@ class Strict(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
 
+class GpuEcc(Strict):
+    """One GPU's memory errors, as `nvidia-smi -q -d ECC,ROW_REMAPPER,PAGE_RETIREMENT` and DCGM's
+    ECC fields report them on the node (the GPUs not listed are clean)."""
+
+    gpu: int = Field(ge=0, description="The GPU's index on the node.")
+    volatile_uncorrectable: int = Field(
+        default=0, ge=0, description="Uncorrectable (double bit) ECC errors since the driver loaded."
+    )
+    volatile_correctable: int = Field(default=0, ge=0, description="Corrected (single bit) errors since.")
+    aggregate_uncorrectable: int = Field(
+        default=0, ge=0, description="Lifetime uncorrectable errors (memory remapped or retired since)."
+    )
+    remap_pending: bool = Field(
+        default=False, description="A row remap (page retirement) awaits a GPU reset."
+    )
+    remap_failure: bool = Field(default=False, description="A row remap failed (Remapping Failure Occurred).")
+
+
 class NodeHealth(Strict):
     """What validation on a node finds (drives the logs of `pitstop.dev/validation` pods)."""
 
@@ -29,7 +47,14 @@ class NodeHealth(Strict):
     fails_validation: list[str] = Field(
         default_factory=list, description="Validation kinds that fail outright on this node ('*' for all)."
     )
-    xid_errors: list[int] = Field(default_factory=list, description="XID errors reported in the kernel log.")
+    xid_errors: list[int] = Field(
+        default_factory=list,
+        description="Xid errors, the i-th on GPU i: the kernel log's NVRM lines and DCGM's last Xid "
+        "of the GPU.",
+    )
+    ecc: list[GpuEcc] = Field(
+        default_factory=list, description="GPUs with memory errors (ECC counters, row remapping)."
+    )
     never_returns_after_reboot: bool = Field(
         default=False, description="The node stays NotReady after a reboot."
     )

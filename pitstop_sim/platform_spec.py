@@ -27,7 +27,7 @@ from typing import Any, Literal, Self
 
 from pydantic import Field, field_validator, model_validator
 
-from pitstop_sim.models import NodeHealth, NodeProfile, Strict
+from pitstop_sim.models import GpuEcc, NodeHealth, NodeProfile, Strict
 
 KUBE_VERSION_RE = re.compile(r"v?(\d+)\.(\d+)\.(\d+)")
 
@@ -206,6 +206,7 @@ class HealthOverride(Strict):
     dcgm_failures: list[str] | None = None
     fails_validation: list[str] | None = None
     xid_errors: list[int] | None = None
+    ecc: list[GpuEcc] | None = None
     train_samples_per_s: float | None = Field(default=None, ge=0)
     inference_ttft_ms: float | None = Field(default=None, ge=0)
     inference_tpot_ms: float | None = Field(default=None, ge=0)

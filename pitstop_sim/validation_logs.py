@@ -3,6 +3,8 @@
 A producer turns (kind, node profile, pod) into a `ValidationOutcome`: whether the container
 succeeds, its log, and how long it runs. `dcgm` and `nccl` producers write output shaped
 like `dcgmi diag -r 3` and nccl-tests' `all_reduce_perf`, driven by the node's health profile;
+`xid` answers `dcgmi dmon` (DCGM's Xid and ECC fields) or `dmesg`, `ecc` answers `nvidia-smi -q`
+as the container the probe got would (with or without GPUs);
 `bench` runs a representative training or inference workload (`METRIC name=value unit` lines);
 other kinds get a generic pass/fail log. Register more with `register_log_producer`.
 """
@@ -16,7 +18,7 @@ from typing import Any
 
 from pitstop.gpu import emit
 from pitstop.kube.objects import annotations_of
-from pitstop_sim.models import NodeProfile
+from pitstop_sim.models import GpuEcc, NodeProfile
 
 Obj = dict[str, Any]
 
@@ -116,19 +118,9 @@ def dcgm(kind: str, profile: NodeProfile, pod: Obj) -> ValidationOutcome:
     — when there is a hostengine to talk to (started in the container, or a `--host` the
     kubelet found reachable: `sim.pitstop.dev/hostengine-reachable`). Without one, dcgmi's own
     connection failure (dcgmi/Command.cpp, dcgm_errors.c) and a non-zero exit."""
-    engine = hostengine_of(pod)
-    reachable = engine == "embedded" or (
-        engine is not None and annotations_of(pod).get(HOSTENGINE_REACHABLE) == "true"
-    )
+    engine, reachable = _hostengine_reachable(pod)
     if not reachable:
-        host = engine or "localhost"
-        return ValidationOutcome(
-            succeeded=False,
-            log=(
-                f"Error: unable to establish a connection to the specified host: {host}\n"
-                "Error: Unable to connect to host engine. Host engine connection invalid/disconnected.\n"
-            ),
-        )
+        return _no_hostengine(engine)
     failing = list(profile.health.dcgm_failures)
     if profile.health.fails(kind):
         failing.append("Diagnostic")
@@ -217,10 +209,134 @@ def _generic(kind: str, profile: NodeProfile, pod: Obj) -> ValidationOutcome:
     return ValidationOutcome(succeeded=ok, log=log)
 
 
+def _hostengine_reachable(pod: Obj) -> tuple[str | None, bool]:
+    engine = hostengine_of(pod)
+    reachable = engine == "embedded" or (
+        engine is not None and annotations_of(pod).get(HOSTENGINE_REACHABLE) == "true"
+    )
+    return engine, reachable
+
+
+def _no_hostengine(engine: str | None) -> ValidationOutcome:
+    """dcgmi's own words when it cannot reach nv-hostengine (dcgmi/Command.cpp, dcgm_errors.c)."""
+    return ValidationOutcome(
+        succeeded=False,
+        log=(
+            f"Error: unable to establish a connection to the specified host: {engine or 'localhost'}\n"
+            "Error: Unable to connect to host engine. Host engine connection invalid/disconnected.\n"
+        ),
+    )
+
+
+def _gpu_limit(pod: Obj) -> int:
+    containers = (pod.get("spec") or {}).get("containers") or [{}]
+    resources = containers[0].get("resources") or {}
+    for part in ("limits", "requests"):
+        value = (resources.get(part) or {}).get("nvidia.com/gpu")
+        if value is not None:
+            try:
+                return int(value)
+            except (TypeError, ValueError):
+                return 0
+    return 0
+
+
+def visible_gpus(profile: NodeProfile, pod: Obj) -> list[int] | None:
+    """The GPUs (indices on the node) the NVIDIA Container Toolkit gives the container: those
+    the device plugin allocated to its `nvidia.com/gpu` request (here the first ones), else what
+    `NVIDIA_VISIBLE_DEVICES` names (`all`, indices; `none`: no GPU but the driver's tools).
+    None when it is unset, empty or `void`: the container is a plain runc one, without the
+    driver's libraries and tools (nvidia-smi) at all."""
+    wanted = _gpu_limit(pod)
+    if wanted > 0:
+        return list(range(min(wanted, profile.gpus)))
+    env = (_env(pod, "NVIDIA_VISIBLE_DEVICES") or "").strip()
+    if env in ("", "void"):
+        return None
+    if env == "none":
+        return []
+    if env == "all":
+        return list(range(profile.gpus))
+    picked = [int(part) for part in env.split(",") if part.strip().isdigit() and int(part) < profile.gpus]
+    return picked if picked else list(range(profile.gpus))  # UUIDs: the simulator has none; all
+
+
+def _ecc_states(profile: NodeProfile) -> dict[int, emit.GpuMemoryState]:
+    out: dict[int, emit.GpuMemoryState] = {}
+    for entry in profile.health.ecc:
+        # A scenario regression's override arrives as a plain dict (model_copy does not validate).
+        gpu = entry if isinstance(entry, GpuEcc) else GpuEcc.model_validate(entry)
+        out[gpu.gpu] = emit.GpuMemoryState(
+            volatile_uncorrectable=gpu.volatile_uncorrectable,
+            aggregate_uncorrectable=max(gpu.aggregate_uncorrectable, gpu.volatile_uncorrectable),
+            volatile_correctable=gpu.volatile_correctable,
+            aggregate_correctable=gpu.volatile_correctable,
+            remap_pending=gpu.remap_pending,
+            remap_failure=gpu.remap_failure,
+        )
+    return out
+
+
+def ecc(kind: str, profile: NodeProfile, pod: Obj) -> ValidationOutcome:
+    """`nvidia-smi -q -d ECC,ROW_REMAPPER,PAGE_RETIREMENT` in the probe's container (through
+    `sh -c`). It is there only when the container was given GPUs (a `nvidia.com/gpu` request or
+    `NVIDIA_VISIBLE_DEVICES`): otherwise dash says it is not found (exit 127), with
+    `NVIDIA_VISIBLE_DEVICES=none` nvidia-smi finds no device (exit 6). It prints each visible
+    GPU's counters from the node's health (`ecc`), in its driver's layout."""
+    gpus = visible_gpus(profile, pod)
+    if gpus is None:
+        return ValidationOutcome(succeeded=False, log="sh: 1: nvidia-smi: not found\n")
+    if not gpus:
+        return ValidationOutcome(succeeded=False, log="No devices were found\n")
+    if profile.health.fails(kind):
+        return ValidationOutcome(
+            succeeded=False,
+            log="NVIDIA-SMI has failed because it couldn't communicate with the NVIDIA driver. Make sure "
+            "that the latest NVIDIA driver is installed and running.\n\n",
+        )
+    states = _ecc_states(profile)
+    text = emit.nvidia_smi_q_ecc(
+        emit.device_name(profile.gpu_product),
+        profile.driver_version,
+        [(i, states.get(i, emit.GpuMemoryState())) for i in gpus],
+    )
+    return ValidationOutcome(succeeded=True, log=text)
+
+
+def _dmon(profile: NodeProfile, pod: Obj) -> ValidationOutcome:
+    """`dcgmi dmon -e 230,310,311 -c 1`: with a reachable hostengine, one row per GPU it
+    watches. A hostengine that has run on the node (`--host`) saw the node's Xids (field 230:
+    the last one per GPU); one started in the container has seen none (`N/A`). The ECC fields
+    are NVML's volatile counters, whoever asks."""
+    engine, reachable = _hostengine_reachable(pod)
+    if not reachable:
+        return _no_hostengine(engine)
+    command = _command(pod)
+    fields = [230, 310, 311]
+    if "-e" in command and command.index("-e") + 1 < len(command):
+        fields = [int(f) for f in command[command.index("-e") + 1].split(",") if f.strip().isdigit()]
+    if engine == "embedded":
+        gpus = visible_gpus(profile, pod) or []
+        xids: dict[int, int] = {}
+    else:
+        gpus = list(range(profile.gpus))
+        xids = {i % max(profile.gpus, 1): code for i, code in enumerate(profile.health.xid_errors)}
+    states = _ecc_states(profile)
+    rows: dict[int, dict[int, int | None]] = {}
+    for gpu in gpus:
+        state = states.get(gpu, emit.GpuMemoryState())
+        known = {230: xids.get(gpu), 310: state.volatile_correctable, 311: state.volatile_uncorrectable}
+        rows[gpu] = {f: known.get(f) for f in fields}
+    return ValidationOutcome(succeeded=True, log=emit.dcgmi_dmon(fields, rows, _tool_version(pod, "3.3.7")))
+
+
 def xid(kind: str, profile: NodeProfile, pod: Obj) -> ValidationOutcome:
-    """`dmesg` in the probe's container: the node's kernel log (its Xid lines) when the
-    container is privileged; otherwise the kernel refuses (dmesg_restrict=1), as busybox's dmesg
-    reports it, and the command fails."""
+    """The Xid probe: `dcgmi dmon` (DCGM's fields, see `_dmon`) or `dmesg` in the probe's
+    container: the node's kernel log (its Xid lines) when the container is privileged; otherwise
+    the kernel refuses (dmesg_restrict=1), as busybox's dmesg reports it, and the command fails."""
+    command = _command(pod)
+    if "dcgmi" in command and "dmon" in command:
+        return _dmon(profile, pod)
     containers = (pod.get("spec") or {}).get("containers") or [{}]
     privileged = bool((containers[0].get("securityContext") or {}).get("privileged"))
     if not privileged:
@@ -234,6 +350,7 @@ def xid(kind: str, profile: NodeProfile, pod: Obj) -> ValidationOutcome:
 
 register_log_producer("dcgm", dcgm)
 register_log_producer("xid", xid)
+register_log_producer("ecc", ecc)
 register_log_producer("nccl", nccl)
 register_log_producer("cuda", cuda)
 register_log_producer("p2p", p2p)

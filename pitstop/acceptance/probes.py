@@ -47,7 +47,7 @@ CATALOGUE: tuple[CheckSpec, ...] = (
     _c("kubernetes", "cni", "the CNI DaemonSets have a ready pod on every node they target"),
     _c("kubernetes", "csi", "the CSI node DaemonSets have a ready pod on every node they target"),
     _c("kubernetes", "logs", "a running pod's log can be read through the API"),
-    # GPU: discovery, allocation, MIG/DRA, DCGM, XID
+    # GPU: discovery, allocation, MIG/DRA, DCGM, XID, ECC
     _c("gpu", "discovery", "allocatable nvidia.com/gpu over the nodes", "GPUs", "higher_is_better"),
     _c("gpu", "allocation", "nvidia.com/gpu requested by running pods", "GPUs", "higher_is_better"),
     _c("gpu", "mig_dra", "MIG nodes report mig.config.state=success; DRA publishes ResourceSlices"),
@@ -55,8 +55,16 @@ CATALOGUE: tuple[CheckSpec, ...] = (
     _c(
         "gpu",
         "xid",
-        "Xid errors in events and in the given nodes' kernel logs",
+        "Xid errors in events and on the given nodes (DCGM's last Xid per GPU, or the kernel log)",
         "Xid events",
+        "lower_is_better",
+    ),
+    _c(
+        "gpu",
+        "ecc",
+        "GPUs with uncorrectable ECC errors, a pending or failed row remap (or page retirement) "
+        "on the given nodes (nvidia-smi -q)",
+        "GPUs",
         "lower_is_better",
     ),
     # Network: pod network, RDMA, NCCL, cross-node throughput

@@ -219,6 +219,21 @@ def dcgmi_diag_command(level: int, hostengine: str = "embedded") -> list[str]:
     does not have. `embedded` starts one in the Job's own container first (the DCGM image ships
     it; it daemonizes); anything else is the `host:port` of a running one, such as the GPU
     Operator's `nvidia-dcgm` Service, reached with `--host`."""
+    return _with_hostengine(["dcgmi", "diag", "-r", str(int(level)), "-j"], hostengine)
+
+
+def dcgmi_dmon_command(field_ids: list[int] | tuple[int, ...], hostengine: str = "embedded") -> list[str]:
+    """How a probe Job reads DCGM fields once (`dcgmi dmon -e <ids> -c 1`), through the same
+    hostengine choice as `dcgmi diag`. A hostengine started in the Job knows only what happens
+    while it runs (no past Xid); one that has run on the node since boot (`host:port`) has
+    recorded the node's Xids."""
+    fields = ",".join(str(int(f)) for f in field_ids)
+    return _with_hostengine(["dcgmi", "dmon", "-e", fields, "-c", "1"], hostengine)
+
+
+def _with_hostengine(dcgmi: list[str], hostengine: str) -> list[str]:
+    """`embedded`: start nv-hostengine in the container first (it daemonizes); otherwise reach
+    the one at `host:port` with `--host`."""
     if hostengine == "embedded":
-        return ["sh", "-c", f"nv-hostengine && dcgmi diag -r {int(level)} -j"]
-    return ["dcgmi", "diag", "--host", hostengine, "-r", str(int(level)), "-j"]
+        return ["sh", "-c", "nv-hostengine && " + " ".join(dcgmi)]
+    return [dcgmi[0], dcgmi[1], "--host", hostengine, *dcgmi[2:]]

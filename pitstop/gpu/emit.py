@@ -1,5 +1,5 @@
-"""Output in the real formats of DCGM diag (`-j`), nccl-tests, deviceQuery and
-p2pBandwidthLatencyTest, made from a node's figures.
+"""Output in the real formats of DCGM diag (`-j`) and dmon, nccl-tests, deviceQuery,
+p2pBandwidthLatencyTest and `nvidia-smi -q` (ECC sections), made from a node's figures.
 
 The rehearsal cluster's validation pods print these, so the GPU modules parse on the
 simulator exactly what they parse on a real node (and tests can round-trip them).
@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import re
+from dataclasses import dataclass
 from typing import Any
 
 from pitstop.gpu.dcgm import DCGM_FR_CODES
@@ -383,4 +384,152 @@ def p2p_bandwidth(
     lines += matrix("Unidirectional P2P=Enabled Bandwidth (P2P Writes) Matrix (GB/s)", peer_gbps, 1630.0)
     lines += matrix("Bidirectional P2P=Disabled Bandwidth Matrix (GB/s)", 50.0, 1650.0)
     lines += matrix("Bidirectional P2P=Enabled Bandwidth Matrix (GB/s)", peer_gbps * 1.89, 1650.0)
+    return "\n".join(lines) + "\n"
+
+
+# --- nvidia-smi -q (ECC sections) and dcgmi dmon -------------------------------------------------
+
+# PCI bus ids of an 8-GPU HGX H100 board (tests/fixtures/real/nvidia_smi/q_565.57.01_8xH100...).
+BUS_IDS = ("18", "2A", "3A", "5D", "9A", "AB", "BA", "DB")
+# The CUDA version each driver branch reports (its header line).
+_CUDA_OF_DRIVER = {470: "11.4", 510: "11.6", 525: "12.0", 530: "12.1", 535: "12.2", 550: "12.4",
+                   555: "12.5", 560: "12.6", 565: "12.7", 570: "12.8", 575: "12.9", 580: "13.0"}  # fmt: skip
+
+
+@dataclass(frozen=True)
+class GpuMemoryState:
+    """What a GPU's memory error counters say (the simulator's node health per GPU)."""
+
+    volatile_uncorrectable: int = 0
+    aggregate_uncorrectable: int = 0
+    volatile_correctable: int = 0
+    aggregate_correctable: int = 0
+    remap_pending: bool = False
+    remap_failure: bool = False
+
+
+def bus_id(index: int) -> str:
+    return f"00000000:{BUS_IDS[index % len(BUS_IDS)] if index < len(BUS_IDS) else f'{index:02X}'}:00.0"
+
+
+def _kv(indent: int, key: str, value: object) -> str:
+    """nvidia-smi's `-q` line: the key padded so that the colon falls in column 42."""
+    return (" " * indent + key).ljust(42) + f": {value}"
+
+
+def _single_double_bit(indent: int, correctable: int, uncorrectable: int) -> list[str]:
+    out: list[str] = []
+    for title, count in (("Single Bit", correctable), ("Double Bit", uncorrectable)):
+        out.append((" " * indent + title).ljust(indent + 22))
+        out += [_kv(indent + 4, "Device Memory", count)]
+        out += [_kv(indent + 4, k, 0) for k in ("Register File", "L1 Cache", "L2 Cache")]
+        out += [_kv(indent + 4, k, "N/A") for k in ("Texture Memory", "Texture Shared")]
+        out += [
+            _kv(indent + 4, "CBU", "N/A" if title == "Single Bit" else 0),
+            _kv(indent + 4, "Total", count),
+        ]
+    return out
+
+
+def _sram_dram(indent: int, correctable: int, uncorrectable: int, split: bool) -> list[str]:
+    sram = (
+        [_kv(indent, "SRAM Uncorrectable Parity", 0), _kv(indent, "SRAM Uncorrectable SEC-DED", 0)]
+        if split
+        else [_kv(indent, "SRAM Uncorrectable", 0)]
+    )
+    return [
+        _kv(indent, "SRAM Correctable", 0),
+        *sram,
+        _kv(indent, "DRAM Correctable", correctable),
+        _kv(indent, "DRAM Uncorrectable", uncorrectable),
+    ]
+
+
+def nvidia_smi_q_ecc(
+    product: str, driver_version: str, gpus: list[tuple[int, GpuMemoryState]], attached: int | None = None
+) -> str:
+    """`nvidia-smi -q -d ECC,ROW_REMAPPER,PAGE_RETIREMENT` as the driver prints it for these
+    GPUs (index on the node, state): Volta and older in Single/Double Bit with retired pages,
+    later GPUs in SRAM/DRAM (split into Parity and SEC-DED from R550) with remapped rows."""
+    major = _tool_version(driver_version)[:1] or (550,)
+    old_gpu = any(word in product for word in ("V100", "P100", "Tesla P", "Tesla K"))
+    split = major[0] >= 550
+    lines = [
+        "",
+        "==============NVSMI LOG==============",
+        "",
+        _kv(0, "Timestamp", "Mon Jun  2 10:14:05 2025"),
+        _kv(0, "Driver Version", driver_version),
+        _kv(0, "CUDA Version", _CUDA_OF_DRIVER.get(major[0], "12.4")),
+        "",
+        _kv(0, "Attached GPUs", attached if attached is not None else len(gpus)),
+    ]
+    blocks: list[list[str]] = []
+    for index, state in gpus:
+        block = [
+            f"GPU {bus_id(index)}",
+            "    ECC Mode",
+            _kv(8, "Current", "Enabled"),
+            _kv(8, "Pending", "Enabled"),
+        ]
+        block += ["    ECC Errors", "        Volatile"]
+        if old_gpu:
+            block += _single_double_bit(12, state.volatile_correctable, state.volatile_uncorrectable)
+            block += ["        Aggregate"]
+            block += _single_double_bit(12, state.aggregate_correctable, state.aggregate_uncorrectable)
+        else:
+            block += _sram_dram(12, state.volatile_correctable, state.volatile_uncorrectable, split)
+            block += ["        Aggregate"]
+            block += _sram_dram(12, state.aggregate_correctable, state.aggregate_uncorrectable, split)
+            if split:
+                block += [
+                    _kv(12, "SRAM Threshold Exceeded", "No"),
+                    "        Aggregate Uncorrectable SRAM Sources",
+                ]
+                block += [_kv(12, f"SRAM {k}", 0) for k in ("L2", "SM", "Microcontroller", "PCIE", "Other")]
+        block.append("    Retired Pages")
+        if old_gpu:
+            block += [
+                _kv(8, "Single Bit ECC", 0),
+                _kv(8, "Double Bit ECC", state.aggregate_uncorrectable),
+                _kv(8, "Pending Page Blacklist", "Yes" if state.remap_pending else "No"),
+                _kv(4, "Remapped Rows", "N/A"),
+            ]
+        else:
+            remapped = state.aggregate_uncorrectable
+            banks = 640 if "A100" in product else 2560
+            block += [
+                _kv(8, k, "N/A") for k in ("Single Bit ECC", "Double Bit ECC", "Pending Page Blacklist")
+            ]
+            block += [
+                "    Remapped Rows",
+                _kv(8, "Correctable Error", 0),
+                _kv(8, "Uncorrectable Error", remapped),
+                _kv(8, "Pending", "Yes" if state.remap_pending else "No"),
+                _kv(8, "Remapping Failure Occurred", "Yes" if state.remap_failure else "No"),
+                "        Bank Remap Availability Histogram",
+                _kv(12, "Max", f"{banks - remapped} bank(s)"),
+                _kv(12, "High", f"{remapped} bank(s)"),
+                *[_kv(12, k, "0 bank(s)") for k in ("Partial", "Low", "None")],
+            ]
+        blocks.append(block)
+    body = "\n\n".join("\n".join(block) for block in blocks)
+    return "\n".join(lines) + "\n" + body + "\n"
+
+
+def dcgmi_dmon(field_ids: list[int], rows: dict[int, dict[int, int | None]], version: str = "3.3.7") -> str:
+    """`dcgmi dmon -e <ids> -c 1` as DCGM's DeviceMonitor.cpp prints it: `#Entity` and the
+    fields' short names, a line of units after `ID`, one `GPU <id>` row (None: `N/A`). The
+    entity column is 10 wide before 4.0, 11 in 4.0-4.4, 14 plus 2 of padding from 4.5; every
+    field column its format width (5 for these fields) plus 6, plus 2 of padding."""
+    from pitstop.gpu.dmon import SHORT_NAMES
+
+    release = _tool_version(version) or (3, 3, 7)
+    first = 10 if release < (4,) else 11 if release < (4, 5) else 16
+    head = "#Entity".ljust(first) + "".join(SHORT_NAMES.get(f, "").ljust(13) for f in field_ids)
+    units = "ID".ljust(first) + "".join("".ljust(13) for _ in field_ids)
+    lines = [head, units]
+    for gpu, values in sorted(rows.items()):
+        cells = ["N/A" if values.get(f) is None else str(values[f]) for f in field_ids]
+        lines.append(f"GPU {gpu}".ljust(first) + "".join(c.ljust(13) for c in cells))
     return "\n".join(lines) + "\n"

@@ -3,7 +3,7 @@
 
 Run it once before the upgrade with `baseline: {}` and register the result; feed its
 `measured` map as `baseline` of the runs after each stage. Every probe reads the cluster
-through the Kubernetes API (Jobs for NCCL, DCGM, Xid and the representative benchmarks).
+through the Kubernetes API (Jobs for NCCL, DCGM, Xid, ECC and the representative benchmarks).
 Optional probes are `n/a` with a reason until configured; a check in `require` may not be n/a.
 """
 
@@ -12,7 +12,7 @@ from __future__ import annotations
 from datetime import timedelta
 from typing import Any, Literal
 
-from pydantic import Field, field_validator
+from pydantic import Field, field_validator, model_validator
 
 from pitstop.acceptance.probes import BY_KEY, Direction, select
 from pitstop.module_args.storage import S3Args
@@ -116,16 +116,34 @@ class AcceptanceArgs(ModuleArgs):
     dcgm_hostengine: str = Field(
         default="embedded",
         pattern=r"^(embedded|[A-Za-z0-9.-]+(:[0-9]{1,5})?)$",
-        description="Where dcgmi finds nv-hostengine: `embedded` (started in the Job) or `host:port`.",
+        description="Where dcgmi (diag; dmon for the dcgm Xid source) finds nv-hostengine: `embedded` "
+        "(started in the Job) or `host:port` (the GPU Operator's nvidia-dcgm Service, "
+        "internalTrafficPolicy Local: the node's own hostengine).",
+    )
+    xid_source: Literal["auto", "dcgm", "kernel_log"] = Field(
+        default="auto",
+        description="Where the Xid probe reads Xids. `dcgm`: DCGM field 230 (the last Xid of each GPU) "
+        "with `dcgmi dmon` from the running nv-hostengine named in `dcgm_hostengine`, unprivileged; "
+        "`kernel_log`: the NVRM lines of `dmesg`, privileged (`xid_privileged`); `auto`: dcgm when "
+        "`dcgm_hostengine` names a hostengine, kernel_log when it is `embedded` (one started in the probe "
+        "has seen none of the node's Xids).",
     )
     xid_image: str = Field(
         default="busybox:1.36", description="Image of the Job that reads each node's kernel log for Xid."
     )
     xid_privileged: bool = Field(
         default=True,
-        description="Run the Xid probe privileged: reading the kernel log needs it where dmesg_restrict=1 "
-        "(the default on current distributions). Unprivileged, the probe reports that it could not read "
-        "the log instead of counting 0 Xids.",
+        description="Run the kernel_log Xid probe privileged: reading the kernel log needs it where "
+        "dmesg_restrict=1 (the default on current distributions). Unprivileged, the probe reports that it "
+        "could not read the log instead of counting 0 Xids. The dcgm source never runs privileged.",
+    )
+    ecc_gpus: Literal["request", "visible_devices"] = Field(
+        default="request",
+        description="How the ECC probe (`nvidia-smi -q -d ECC,ROW_REMAPPER,PAGE_RETIREMENT` in "
+        "`dcgm_image`, unprivileged) gets the node's GPUs. `request`: it asks for the free ones and reads "
+        "only those; `visible_devices`: it asks for none and sets NVIDIA_VISIBLE_DEVICES=all, reading every "
+        "GPU, busy ones included (the NVIDIA Container Toolkit honours that from an unprivileged container "
+        "unless accept-nvidia-visible-devices-envvar-when-unprivileged is false).",
     )
     network_operator_namespace: str = Field(default="nvidia-network-operator")
     nccl: NcclArgs = Field(default_factory=NcclArgs)
@@ -190,6 +208,24 @@ class AcceptanceArgs(ModuleArgs):
         if value is not None and value.count("/") != 1:
             raise ValueError(f"{value!r} must be 'namespace/name'")
         return value
+
+    @model_validator(mode="after")
+    def _xid_from_a_running_hostengine(self) -> AcceptanceArgs:
+        if self.xid_source == "dcgm" and self.dcgm_hostengine == "embedded":
+            raise ValueError(
+                "xid_source: dcgm reads the Xids a running nv-hostengine recorded; one started in the "
+                "probe (dcgm_hostengine: embedded) has seen none of the node's. Name the node's hostengine "
+                "in dcgm_hostengine (the GPU Operator's nvidia-dcgm.gpu-operator.svc:5555) or use "
+                "xid_source: kernel_log"
+            )
+        return self
+
+    @property
+    def xid_from(self) -> Literal["dcgm", "kernel_log"]:
+        """The Xid source `auto` resolves to."""
+        if self.xid_source == "auto":
+            return "kernel_log" if self.dcgm_hostengine == "embedded" else "dcgm"
+        return self.xid_source
 
 
 ACCEPTANCE_CHECK: ModuleSpec[AcceptanceArgs] = ModuleSpec(

@@ -14,7 +14,7 @@ def test_layers_and_checks_select_in_catalogue_order() -> None:
     keys = [s.key for s in select(["network/nccl", "kubernetes"])]
     assert keys[:6] == [f"kubernetes/{n}" for n in ("api", "scheduling", "dns", "cni", "csi", "logs")]
     assert keys[6:] == ["network/nccl"]
-    assert len(select([])) == 33
+    assert len(select([])) == 34
 
 
 def test_a_misspelt_layer_names_the_nearest_one() -> None:

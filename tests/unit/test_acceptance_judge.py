@@ -134,7 +134,7 @@ def test_layers_keep_the_catalogue_order_and_a_failure_outranks_a_deviation() ->
 def test_the_catalogue_covers_every_item_of_section_12() -> None:
     expected = {
         "kubernetes": {"api", "scheduling", "dns", "cni", "csi", "logs"},
-        "gpu": {"discovery", "allocation", "mig_dra", "dcgm", "xid"},
+        "gpu": {"discovery", "allocation", "mig_dra", "dcgm", "xid", "ecc"},
         "network": {"pod_network", "rdma", "nccl", "cross_node"},
         "storage": {"pvc", "object_storage", "model_download", "checkpoint"},
         "training": {"start", "throughput", "convergence", "recovery"},
