@@ -163,3 +163,53 @@ def gpu_operator_crds() -> list[Obj]:
             ],
         ),
     ]
+
+
+def training_operator_crds(kinds: set[str]) -> list[Obj]:
+    """The CRDs of the training operators the scenario's jobs use: Kubeflow Training Operator
+    v1 (PyTorchJob), JobSet (v1alpha2), KubeRay (RayCluster v1); printer columns as theirs."""
+    age = {"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"}
+    shapes = {
+        "PyTorchJob": dict(
+            group="kubeflow.org",
+            kind="PyTorchJob",
+            plural="pytorchjobs",
+            scope="Namespaced",
+            version="v1",
+            categories=["kubeflow"],
+            columns=[age],
+        ),
+        "JobSet": dict(
+            group="jobset.x-k8s.io",
+            kind="JobSet",
+            plural="jobsets",
+            scope="Namespaced",
+            version="v1alpha2",
+            columns=[
+                {"name": "TerminalState", "type": "string", "jsonPath": ".status.terminalState"},
+                {"name": "Restarts", "type": "string", "jsonPath": ".status.restarts"},
+                {"name": "Suspended", "type": "string", "jsonPath": ".spec.suspend"},
+                age,
+            ],
+        ),
+        "RayCluster": dict(
+            group="ray.io",
+            kind="RayCluster",
+            plural="rayclusters",
+            scope="Namespaced",
+            version="v1",
+            categories=["all"],
+            columns=[
+                {"name": "desired workers", "type": "integer", "jsonPath": ".status.desiredWorkerReplicas"},
+                {
+                    "name": "available workers",
+                    "type": "integer",
+                    "jsonPath": ".status.availableWorkerReplicas",
+                },
+                {"name": "gpus", "type": "string", "jsonPath": ".status.desiredGPU"},
+                {"name": "status", "type": "string", "jsonPath": ".status.state"},
+                {"name": "age", "type": "date", "jsonPath": ".metadata.creationTimestamp"},
+            ],
+        ),
+    }
+    return [_crd(**shape) for kind, shape in shapes.items() if kind in kinds]  # type: ignore[arg-type]

@@ -223,6 +223,13 @@ class TrainingJob(_Named):
     checkpoint_seconds: float | None = Field(
         default=None, ge=0, description="Override timing.checkpoint_seconds."
     )
+    suspend_protocol: bool = Field(
+        default=False,
+        description=(
+            "The operator's object (framework pytorchjob, jobset or raycluster) carries "
+            "`pitstop.dev/checkpoint-protocol: suspend`: its owner lets pitstop suspend the whole job."
+        ),
+    )
     image: str = "registry.local/trainer:1.0"
     queue: str | None = Field(default=None, description="Kueue LocalQueue (label kueue.x-k8s.io/queue-name).")
     node_selector: dict[str, str] = Field(
@@ -230,6 +237,15 @@ class TrainingJob(_Named):
     )
     pdb: bool = Field(default=False, description="A PDB with minAvailable equal to the gang size.")
     placement: list[str] = Field(default_factory=list)
+
+    @model_validator(mode="after")
+    def _suspendable(self) -> TrainingJob:
+        if self.suspend_protocol and self.framework not in ("pytorchjob", "jobset", "raycluster"):
+            raise ValueError(
+                f"training job {self.name}: suspend_protocol needs framework pytorchjob, jobset or "
+                f"raycluster (their operators suspend a whole job), not {self.framework}"
+            )
+        return self
 
 
 class DaemonSet(_Named):

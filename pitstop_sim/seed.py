@@ -35,7 +35,7 @@ from pitstop_sim.controllers.workloads import (
     pod_from_template,
     template_hash,
 )
-from pitstop_sim.crds import gpu_operator_crds, kueue_crds
+from pitstop_sim.crds import gpu_operator_crds, kueue_crds, training_operator_crds
 from pitstop_sim.models import NodeProfile, node_info_kube_proxy_version
 from pitstop_sim.objects import (
     GENERATE_NAME_ATTEMPTS,
@@ -53,7 +53,7 @@ from pitstop_sim.platform_seed import PlatformSeeder, platform_namespaces
 from pitstop_sim.quantity import parse_quantity
 from pitstop_sim.scenario import Deployment, NodeOverride, Pdb, Scenario, TrainingJob
 from pitstop_sim.store import clone
-from pitstop_sim.training_frameworks import direct_pod_marks, jobset_job
+from pitstop_sim.training_frameworks import FRAMEWORK_STORAGE, direct_pod_marks, framework_object, jobset_job
 
 Obj = dict[str, Any]
 
@@ -173,6 +173,12 @@ class Seeder:
             crds += kueue_crds()
         if scenario.cluster.gpu_operator:
             crds += gpu_operator_crds()
+        operators = {
+            FRAMEWORK_STORAGE[t.framework][3]
+            for t in scenario.workloads.training_jobs
+            if t.framework in FRAMEWORK_STORAGE
+        }
+        crds += training_operator_crds(operators)
         platform_seed = PlatformSeeder(self) if platform is not None else None
         if platform_seed is not None:
             crds = platform_seed.crds(crds)
@@ -520,6 +526,8 @@ class Seeder:
         extra: Obj = {"restartPolicy": "Never"}
         if t.node_selector:
             extra["nodeSelector"] = dict(t.node_selector)
+        if t.framework in FRAMEWORK_STORAGE:
+            self._framework_object(t, container, extra)
         if t.framework in ("pitstop", "jobset"):
             self._training_batch_job(t, container, extra, notes)
         else:
@@ -527,6 +535,18 @@ class Seeder:
         if t.pdb:
             selector = {GANG_LABEL: t.name} if t.framework == "pitstop" else {"app": t.name}
             self._pdb(t.name, t.namespace, {"matchLabels": selector}, Pdb(min_available=t.pods))
+
+    def _framework_object(self, t: TrainingJob, container: Obj, extra: Obj) -> None:
+        """The operator's own object (PyTorchJob, JobSet, RayCluster), with the uid its pods
+        name as their owner; its status is the operator's, written by the frameworks controller."""
+        group, plural, _, _ = FRAMEWORK_STORAGE[t.framework]
+        labels = {KUEUE_QUEUE_LABEL: t.queue} if t.queue else {}
+        notes = {CHECKPOINT_PROTOCOL: "suspend"} if t.suspend_protocol else {}
+        body = framework_object(t.framework, t.name, t.pods, container, extra, labels, notes)
+        rt = self.ctx.rt(group, plural)
+        obj = prepare_create(rt, body, t.namespace, self.ctx.rng)
+        obj["metadata"]["uid"] = body["metadata"]["uid"]
+        self.ctx.store.create(rt.storage, obj)
 
     def _training_batch_job(self, t: TrainingJob, container: Obj, extra: Obj, notes: dict[str, str]) -> None:
         """A gang run by a batch Job: pitstop's own (labelled pitstop.dev/gang) or a JobSet's."""

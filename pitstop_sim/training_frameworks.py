@@ -112,3 +112,106 @@ def jobset_job(jobset: str) -> tuple[str, dict[str, str], Obj]:
         "jobset.sigs.k8s.io/job-index": "0",
     }
     return f"{jobset}-workers-0", labels, owner("jobset.x-k8s.io/v1alpha2", "JobSet", jobset)
+
+
+# --- the operators' own objects -------------------------------------------------------------
+# Each is stored with the uid its pods' (or child Job's) ownerReference names, and with the
+# spec and status fields the real operator writes (Training Operator v1 `PyTorchJob`, JobSet
+# v1alpha2, KubeRay v1 `RayCluster`). `pitstop_sim.controllers.frameworks` suspends and resumes
+# them as their operators do.
+
+FRAMEWORK_STORAGE = {
+    "pytorchjob": ("kubeflow.org", "pytorchjobs", "kubeflow.org/v1", "PyTorchJob"),
+    "jobset": ("jobset.x-k8s.io", "jobsets", "jobset.x-k8s.io/v1alpha2", "JobSet"),
+    "raycluster": ("ray.io", "rayclusters", "ray.io/v1", "RayCluster"),
+}
+
+
+def _template(labels: dict[str, str], container: Obj, extra: Obj) -> Obj:
+    return {"metadata": {"labels": dict(labels)}, "spec": {"containers": [dict(container)], **extra}}
+
+
+def framework_object(
+    framework: str,
+    name: str,
+    pods: int,
+    container: Obj,
+    extra: Obj,
+    labels: dict[str, str],
+    notes: dict[str, str],
+) -> Obj:
+    """The PyTorchJob, JobSet or RayCluster of a seeded training job, running."""
+    _, _, api_version, kind = FRAMEWORK_STORAGE[framework]
+    ref = owner(api_version, kind, name)
+    metadata: Obj = {"name": name, "uid": ref["uid"], "labels": dict(labels)}
+    if notes:
+        metadata["annotations"] = dict(notes)
+    template = _template({"app": name}, container, extra)
+    if framework == "pytorchjob":
+        replica_specs: Obj = {"Master": {"replicas": 1, "restartPolicy": "OnFailure", "template": template}}
+        if pods > 1:
+            replica_specs["Worker"] = {
+                "replicas": pods - 1,
+                "restartPolicy": "OnFailure",
+                "template": template,
+            }
+        spec: Obj = {
+            "runPolicy": {"cleanPodPolicy": "None", "suspend": False},
+            "pytorchReplicaSpecs": replica_specs,
+        }
+    elif framework == "jobset":
+        spec = {
+            "suspend": False,
+            "replicatedJobs": [
+                {
+                    "name": "workers",
+                    "replicas": 1,
+                    "template": {
+                        "spec": {
+                            "parallelism": pods,
+                            "completions": pods,
+                            "completionMode": "Indexed",
+                            "template": template,
+                        }
+                    },
+                }
+            ],
+        }
+    else:
+        spec = {
+            "rayVersion": "2.40.0",
+            "suspend": False,
+            "headGroupSpec": {"rayStartParams": {}, "template": template},
+            "workerGroupSpecs": [
+                {
+                    "groupName": "workergroup",
+                    "replicas": pods - 1,
+                    "minReplicas": pods - 1,
+                    "maxReplicas": pods - 1,
+                    "rayStartParams": {},
+                    "template": template,
+                }
+            ],
+        }
+    return {"apiVersion": api_version, "kind": kind, "metadata": metadata, "spec": spec}
+
+
+def framework_pod_count(obj: Obj) -> int:
+    """How many pods the object's spec asks for (PyTorchJob replicas, Ray head + workers)."""
+    spec = obj.get("spec") or {}
+    if obj.get("kind") == "PyTorchJob":
+        return sum(int(r.get("replicas", 1)) for r in (spec.get("pytorchReplicaSpecs") or {}).values())
+    if obj.get("kind") == "RayCluster":
+        return 1 + sum(int(g.get("replicas", 0)) for g in spec.get("workerGroupSpecs") or [])
+    return 0
+
+
+def framework_template(obj: Obj, index: int) -> Obj:
+    spec = obj.get("spec") or {}
+    if obj.get("kind") == "PyTorchJob":
+        specs = spec.get("pytorchReplicaSpecs") or {}
+        chosen = specs.get("Master") if index == 0 else specs.get("Worker", specs.get("Master"))
+        return dict((chosen or {}).get("template") or {})
+    if index == 0:
+        return dict((spec.get("headGroupSpec") or {}).get("template") or {})
+    return dict(((spec.get("workerGroupSpecs") or [{}])[0]).get("template") or {})

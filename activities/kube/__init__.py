@@ -4,6 +4,7 @@
                  kube.wait_node_ready
   drain.py       kube.drain (Eviction API, PDB waits, resumable)
   checkpoint.py  kube.wait_for_workloads (the checkpoint protocol)
+  suspend.py     protocol `suspend` (whole jobs through their operators), kube.resume_workloads
   admission.py   kube.stop_admission, kube.resume_admission (Kueue stopPolicy or a taint)
   capacity.py    kube.capacity_check (spare GPUs and PDB headroom)
   job.py         kube.job (a Job pinned to a node, with its logs)
@@ -32,6 +33,7 @@ from activities.kube.generic import get, patch
 from activities.kube.job import run_job
 from activities.kube.nodes import annotate, cordon, taint, uncordon, untaint, wait_node_ready
 from activities.kube.rollout import wait_rollout
+from activities.kube.suspend import resume_workloads
 from activities.kube.upgrade_checks import crd_webhook_check, deprecations
 
 KUBE_ACTIVITIES: list[Callable[..., Any]] = [
@@ -43,6 +45,7 @@ KUBE_ACTIVITIES: list[Callable[..., Any]] = [
     wait_node_ready,
     drain_node,
     wait_for_workloads,
+    resume_workloads,
     stop_admission,
     resume_admission,
     capacity_check,

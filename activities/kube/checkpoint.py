@@ -8,11 +8,12 @@ from __future__ import annotations
 from activities.kube.client import ApiStatus, Kube, job_path, pod_path, pods_path
 from activities.kube.common import Deadline, kube_for, kube_module, node_name, pause
 from activities.kube.drain import owning_jobs
+from activities.kube.suspend import attach_frameworks, framework_path, refuse_kueue_managed, suspend_jobs
 from pitstop.contracts import ModuleCall, ModuleResult
 from pitstop.errors import ErrorType, fail
 from pitstop.kube import selectors
 from pitstop.kube.annotations import CHECKPOINT_REQUESTED, GANG_LABEL, MIRROR_POD_ANNOTATION
-from pitstop.kube.checkpoint import Workload, checkpoint_token, owning_job_key
+from pitstop.kube.checkpoint import Workload, checkpoint_token, framework_ref, owning_job_key
 from pitstop.kube.drain import NEVER_FORCE
 from pitstop.kube.objects import (
     annotations_of,
@@ -68,7 +69,7 @@ def _affected(kube: Kube, node: str, args: WaitForWorkloadsArgs) -> list[Workloa
             if key_of(pod) not in chosen:
                 job_key = owning_job_key(pod)
                 chosen[key_of(pod)] = Workload(pod, sibling_jobs.get(job_key) if job_key else None)
-    return [chosen[k] for k in sorted(chosen)]
+    return attach_frameworks(kube, [chosen[k] for k in sorted(chosen)])
 
 
 def _request(kube: Kube, workloads: list[Workload], token: str) -> list[str]:
@@ -77,7 +78,7 @@ def _request(kube: Kube, workloads: list[Workload], token: str) -> list[str]:
     seen: set[str] = set()
     for work in workloads:
         holder = work.holder_object()
-        if holder is None or work.requested(token) or work.answered(token):
+        if holder is None or work.holder == "framework" or work.requested(token) or work.answered(token):
             continue
         if work.holder == "job":
             path = job_path(namespace_of(holder), name_of(holder))
@@ -105,10 +106,13 @@ def _refresh(kube: Kube, work: Workload) -> Workload | None:
     pod = kube.get_or_none(pod_path(namespace_of(work.pod), name_of(work.pod)))
     if pod is None or not pod_is_active(pod):
         return None
-    job = work.job
+    job, framework = work.job, work.framework
     if job is not None and work.holder == "job":
         job = kube.get_or_none(job_path(namespace_of(job), name_of(job))) or job
-    return Workload(pod, job)
+    ref = framework_ref(work.pod, work.job)
+    if framework is not None and work.holder == "framework" and ref is not None:
+        framework = kube.get_or_none(framework_path(ref)) or framework
+    return Workload(pod, job, framework)
 
 
 @kube_module(WAIT_FOR_WORKLOADS)
@@ -137,15 +141,26 @@ def wait_for_workloads(call: ModuleCall, args: WaitForWorkloadsArgs) -> ModuleRe
         "gangs": gangs,
         "without_protocol": [key_of(w.pod) for w in silent],
     }
+    refuse_kueue_managed(node, workloads)
+    suspending = sorted(
+        {
+            f"{w.framework.get('kind')} {key_of(w.framework)}"
+            for w in workloads
+            if w.holder == "framework" and w.framework is not None
+        }
+    )
+    data["suspend"] = suspending
     if call.check_mode:
-        to_ask = [w for w in workloads if w.holder is not None and not w.answered(token)]
+        to_ask = [w for w in workloads if w.holder not in (None, "framework") and not w.answered(token)]
         msg = f"would request checkpoint {token} from {len(to_ask)} workloads"
+        if suspending:
+            msg += f"; would suspend {', '.join(suspending)} through their operators"
         if gangs:
             msg += f" (gangs: {', '.join(gangs)})"
         if silent:
             msg += f"; would wait for {len(silent)} pods without the protocol to finish"
         return ModuleResult(changed=bool(to_ask), msg=msg, data=data)
-    asked = _request(kube, workloads, token)
+    asked = [*_request(kube, workloads, token), *suspend_jobs(kube, node, workloads, token)]
     pending = workloads
     while True:
         current = [(w, _refresh(kube, w)) for w in pending]

@@ -10,6 +10,10 @@ Written by pitstop on nodes:
                                            cordoned; kube.uncordon leaves such a node cordoned
                                            unless `force: true`
   taint pitstop.dev/maintenance:NoSchedule kube.stop_admission where Kueue is absent
+  pitstop.dev/suspended-workloads: <apiVersion>/<Kind>/<ns>/<name>,...
+                                           the framework jobs this node's maintenance suspended
+                                           (kube.wait_for_workloads, protocol suspend); written
+                                           before suspending, emptied by kube.resume_workloads
 Written by pitstop on Kueue ClusterQueues (kube.stop_admission / kube.resume_admission):
   pitstop.dev/admission-stopped-by: <run id>
   pitstop.dev/prior-stop-policy: None|Hold|HoldAndDrain
@@ -24,6 +28,10 @@ Read on pods and Jobs (the checkpoint protocol, see kube.wait_for_workloads):
                                            the workload answers checkpoint requests
   pitstop.dev/checkpoint-requested: <token> written by pitstop
   pitstop.dev/checkpoint-done: <token>     written by the workload once its checkpoint is safe
+Read and written on training operators' objects (PyTorchJob, JobSet, RayCluster, ...):
+  pitstop.dev/checkpoint-protocol: suspend the job may be suspended as a whole through its
+                                           operator's `suspend` field (pitstop.kube.suspend)
+  pitstop.dev/suspended-for: <run id>/<node>,...  every node in flight holding it suspended
 Labels on Jobs made by kube.job:
   pitstop.dev/managed-by=pitstop, plus any labels the runbook passes
   (e.g. pitstop.dev/validation=<kind>)
@@ -50,6 +58,8 @@ RESTARTABLE_ANNOTATION = "pitstop.dev/restartable"
 CHECKPOINT_PROTOCOL = "pitstop.dev/checkpoint-protocol"
 CHECKPOINT_REQUESTED = "pitstop.dev/checkpoint-requested"
 CHECKPOINT_DONE = "pitstop.dev/checkpoint-done"
+SUSPENDED_FOR = "pitstop.dev/suspended-for"
+SUSPENDED_WORKLOADS = "pitstop.dev/suspended-workloads"
 
 MANAGED_BY_LABEL = "pitstop.dev/managed-by"
 VALIDATION_LABEL = "pitstop.dev/validation"

@@ -8,6 +8,11 @@ when it (or its Job) carries `pitstop.dev/checkpoint-protocol`. pitstop asks for
 by writing `pitstop.dev/checkpoint-requested: <token>` on the object that speaks it; the
 workload answers `pitstop.dev/checkpoint-done: <token>` once its state is safe. A drain only
 evicts a training pod whose checkpoint is acknowledged (done == requested).
+
+A job whose operator can suspend it (a PyTorchJob, JobSet, RayCluster, ...:
+`pitstop.kube.suspend`) may instead carry `pitstop.dev/checkpoint-protocol: suspend` on that
+framework object: pitstop suspends the whole job and waits until its pods are gone, so there
+is nothing left on the node to evict.
 """
 
 from __future__ import annotations
@@ -24,6 +29,7 @@ from pitstop.kube.annotations import (
     TRAINING_ANNOTATION,
 )
 from pitstop.kube.objects import Obj, annotations_of, controller_of, labels_of, namespace_of
+from pitstop.kube.suspend import FrameworkRef, holds_of, speaks_suspend, suspend_field, suspendable
 from pitstop.kube.training import Recognition, recognise
 
 CheckpointState = Literal["not-training", "no-protocol", "not-requested", "requested", "acknowledged"]
@@ -42,12 +48,28 @@ def owning_job_key(pod: Mapping[str, Any]) -> str | None:
     return f"{namespace_of(pod)}/{ref.get('name', '')}"
 
 
+def framework_ref(pod: Mapping[str, Any], job: Mapping[str, Any] | None) -> FrameworkRef | None:
+    """The suspendable operator object controlling the pod directly (a PyTorchJob, a
+    RayCluster) or through its Job (a JobSet's child Job), if any."""
+    for obj in (pod, job):
+        if obj is None:
+            continue
+        ref = controller_of(obj)
+        if ref is not None and suspendable(str(ref.get("apiVersion") or ""), str(ref.get("kind") or "")):
+            return FrameworkRef(
+                str(ref["apiVersion"]), str(ref["kind"]), namespace_of(obj), str(ref.get("name"))
+            )
+    return None
+
+
 @dataclass(frozen=True)
 class Workload:
-    """A pod and the Job that owns it (None when no Job does, or it is gone)."""
+    """A pod, the Job that owns it (None when no Job does, or it is gone) and the training
+    operator's object that controls it, when that object can be suspended (else None)."""
 
     pod: Obj
     job: Obj | None = None
+    framework: Obj | None = None
 
     def _both(self) -> list[Mapping[str, Any]]:
         return [self.pod] if self.job is None else [self.pod, self.job]
@@ -87,12 +109,15 @@ class Workload:
         return f'annotation {TRAINING_ANNOTATION}: "true"'
 
     @property
-    def holder(self) -> Literal["pod", "job"] | None:
-        """Which object speaks the protocol: the pod itself, else its Job, else none."""
+    def holder(self) -> Literal["pod", "job", "framework"] | None:
+        """Which object speaks the protocol: the pod itself, else its Job (the annotation
+        protocol), else its operator's object (protocol suspend), else none."""
         if annotations_of(self.pod).get(CHECKPOINT_PROTOCOL):
             return "pod"
         if self.job is not None and annotations_of(self.job).get(CHECKPOINT_PROTOCOL):
             return "job"
+        if self.framework is not None and speaks_suspend(self.framework):
+            return "framework"
         return None
 
     def holder_object(self) -> Obj | None:
@@ -101,6 +126,8 @@ class Workload:
             return self.pod
         if kind == "job":
             return self.job
+        if kind == "framework":
+            return self.framework
         return None
 
     def state(self) -> CheckpointState:
@@ -109,6 +136,10 @@ class Workload:
         obj = self.holder_object()
         if obj is None:
             return "no-protocol"
+        if self.holder == "framework":
+            # The operator's answer is the pods going away; while one is here it is not safe.
+            spec = suspendable(str(obj.get("apiVersion") or ""), str(obj.get("kind") or ""))
+            return "requested" if spec is not None and suspend_field(obj, spec) else "not-requested"
         notes = annotations_of(obj)
         requested = notes.get(CHECKPOINT_REQUESTED)
         if not requested:
@@ -132,4 +163,6 @@ class Workload:
 
     def requested(self, token: str) -> bool:
         obj = self.holder_object()
+        if obj is not None and self.holder == "framework":
+            return token in holds_of(obj)
         return obj is not None and annotations_of(obj).get(CHECKPOINT_REQUESTED) == token

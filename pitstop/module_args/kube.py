@@ -186,6 +186,12 @@ class WaitForWorkloadsArgs(NodeArgs, _PodSelector, _Wait):
     waits until it answers `pitstop.dev/checkpoint-done: <token>`, or until the pod finishes.
     `kube.drain` evicts a training pod only once done == requested.
 
+    Protocol `suspend`, on the training operator's object (PyTorchJob and the other Kubeflow
+    jobs, TrainJob, JobSet, RayCluster, RayJob): pitstop sets the operator's own `suspend`
+    field, which stops the whole job gracefully, and waits until its pods are gone;
+    `kube.resume_workloads` gives it back after the node's maintenance. Jobs Kueue admits are
+    refused (Kueue owns their suspend field).
+
     Pods without the protocol fail the task with a PolicyViolation naming them (a long
     training job without a checkpoint protocol becomes a human decision), unless
     `on_no_protocol: wait_for_completion`, which waits for them to finish within the timeout.
@@ -195,6 +201,15 @@ class WaitForWorkloadsArgs(NodeArgs, _PodSelector, _Wait):
         default="fail", description="What to do with workloads that do not speak the protocol."
     )
     token: str | None = Field(default=None, description="Checkpoint token (default: `<run id>/<node>`).")
+
+
+class ResumeWorkloadsArgs(NodeArgs):
+    """Give back the training jobs this node's maintenance suspended (protocol `suspend` of
+    `kube.wait_for_workloads`): the node's `pitstop.dev/suspended-workloads` record says which;
+    each job drops this node's hold and is resumed (its operator's `suspend` set false) when no
+    other node in flight still holds it. A job its owner had suspended stays suspended."""
+
+    token: str | None = Field(default=None, description="Hold token (default: `<run id>/<node>`).")
 
 
 # --- admission --------------------------------------------------------------------------------
@@ -452,6 +467,11 @@ WAIT_FOR_WORKLOADS = _spec(
     start_to_close=timedelta(hours=2),
     heartbeat=LONG_WAIT_HEARTBEAT,
 )
+RESUME_WORKLOADS = _spec(
+    "kube.resume_workloads",
+    ResumeWorkloadsArgs,
+    "Resume the training jobs a node's maintenance suspended (checkpoint protocol suspend).",
+)
 STOP_ADMISSION = _spec(
     "kube.stop_admission",
     StopAdmissionArgs,
@@ -497,6 +517,7 @@ SPECS: list[ModuleSpec[Any]] = [
     ANNOTATE,
     DRAIN,
     WAIT_FOR_WORKLOADS,
+    RESUME_WORKLOADS,
     STOP_ADMISSION,
     RESUME_ADMISSION,
     WAIT_NODE_READY,

@@ -21,6 +21,7 @@ MAX_ROUNDS = 50  # per wake-up, before yielding to HTTP requests
 
 class ControllerManager:
     def __init__(self, ctx: SimContext, api: KubeApi) -> None:
+        from pitstop_sim.controllers.frameworks import FrameworkController
         from pitstop_sim.controllers.gc import GarbageCollector
         from pitstop_sim.controllers.kubelet import Kubelet
         from pitstop_sim.controllers.kueue import KueueController
@@ -46,6 +47,7 @@ class ControllerManager:
             ReplicaSetController(ctx, api, self),
             DaemonSetController(ctx, api, self),
             JobController(ctx, api, self),
+            FrameworkController(ctx, api, self),
             KueueController(ctx, api, self),
             self.nodes,
             self.scheduler,

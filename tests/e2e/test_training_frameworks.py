@@ -81,3 +81,56 @@ async def test_maintenance_never_evicts_real_training_operators_pods_and_names_t
     assert all(h.status in ("skipped", "pending") for s in report.stages[1:] for h in s.hosts), [
         (h.host, h.status) for s in report.stages[1:] for h in s.hosts
     ]
+
+
+SUSPEND_SCENARIO = dm.REPO / "runbooks" / "scenarios" / "training-suspend.yaml"
+OPERATOR_OBJECTS = {
+    "kubeflow.org/pytorchjobs": ("pretrain", "Suspended", "PyTorchJobResumed"),
+    "jobset.x-k8s.io/jobsets": ("tpu-style", "Suspended", "ResumeJobs"),
+    "ray.io/rayclusters": ("rl", "RayClusterSuspended", "RayClusterResumed"),
+}
+
+
+@pytest.mark.timeout(260)
+async def test_maintenance_suspends_jobs_through_their_operators_and_gives_them_back(
+    temporal_client: Client, task_queue: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Jobs that speak protocol `suspend` are stopped whole by their operators before the drain
+    and resumed after: the whole run succeeds, no training pod is evicted, and every job runs
+    again at the end with its operator saying it was resumed."""
+    logging.getLogger("paramiko").setLevel(logging.CRITICAL)
+    with start_rehearsal(tmp_path / "suspend", SUSPEND_SCENARIO) as rehearsal:
+        for key, value in dm.worker_environment(rehearsal.sim, rehearsal.workdir).items():
+            monkeypatch.setenv(key, value)
+        sim = rehearsal.sim
+        report = await run_to_end(temporal_client, task_queue, rehearsal.request(), "e2e-suspend", within=220)
+        canary = next(h for stage in report.stages for h in stage.hosts if h.host == dm.CANARY_NODE)
+        assert report.status == "succeeded", (
+            report.msg,
+            [(h.host, h.status, h.msg) for s in report.stages for h in s.hosts],
+        )
+        waited = next(t for t in canary.tasks if t.name.startswith("Checkpoint training jobs"))
+        assert waited.status == "changed", waited
+        resumed = next(t for t in canary.tasks if t.name.startswith("Give back the training jobs"))
+        assert resumed.status == "changed" and resumed.msg.startswith("resumed "), resumed
+        counters = sim.counters()
+        assert counters.training_evictions_without_protocol == 0
+        assert counters.training_evictions_unacknowledged == 0
+        assert not [e for e in counters.eviction_log if e.training], counters.eviction_log
+        for storage, (name, kind, reason) in OPERATOR_OBJECTS.items():
+            obj = sim.get(storage, name, "training")
+            assert obj is not None
+            spec = obj["spec"]
+            assert (spec.get("runPolicy") or spec).get("suspend") is False, (storage, spec)
+            assert "pitstop.dev/suspended-for" not in (obj["metadata"].get("annotations") or {})
+            states = {c["type"]: (c["status"], c["reason"]) for c in obj["status"]["conditions"]}
+            assert states[kind] == ("False", reason), (storage, states)
+        for node in sim.gpu_node_names():
+            notes = (sim.get("nodes", node) or {})["metadata"].get("annotations") or {}
+            assert "pitstop.dev/suspended-workloads" not in notes, node
+        sim.wait_for(
+            lambda s: (
+                len([p for p in s.list("pods", "training") if p["status"].get("phase") == "Running"]) == 6
+            ),
+            what="every job running again",
+        )

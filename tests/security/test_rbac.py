@@ -18,6 +18,7 @@ kubeconfig the cluster hands out, checked by `registered_worker_token`). So:
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import logging
 import os
@@ -282,14 +283,17 @@ QUEUE = "gpu-cluster-queue"
 JOB_IMAGE = "registry.local/probe:1.0"
 
 
-@pytest.fixture
-def cluster(tmp_path: Path) -> Iterator[SimCluster]:
-    """small-gpu-cluster (a PDB-covered inference service, a checkpointing gang, a Kueue
-    ClusterQueue) with the maintenance RBAC enforced; the kubeconfig is the worker's."""
+SUSPENDABLE = REPO / "runbooks" / "scenarios" / "training-suspend.yaml"
+
+
+@contextlib.contextmanager
+def rbac_cluster(workdir: Path, scenario: Path) -> Iterator[SimCluster]:
+    """`scenario` with the maintenance RBAC enforced; the kubeconfig is the worker's."""
+    workdir.mkdir(parents=True, exist_ok=True)
     sim = SimCluster(
         SimConfig(
-            scenario=load_scenario(SMALL),
-            kubeconfig=tmp_path / "kubeconfig",
+            scenario=load_scenario(scenario),
+            kubeconfig=workdir / "kubeconfig",
             rbac=True,
             rbac_policy=MAINTENANCE_POLICY,
             kubeconfig_service_account=WORKER,
@@ -302,6 +306,14 @@ def cluster(tmp_path: Path) -> Iterator[SimCluster]:
         yield sim
     finally:
         sim.stop()
+
+
+@pytest.fixture
+def cluster(tmp_path: Path) -> Iterator[SimCluster]:
+    """small-gpu-cluster (a PDB-covered inference service, a checkpointing gang, a Kueue
+    ClusterQueue) with the maintenance RBAC enforced; the kubeconfig is the worker's."""
+    with rbac_cluster(tmp_path, SMALL) as sim:
+        yield sim
 
 
 def _pods(sim: SimCluster, namespace: str) -> list[dict[str, Any]]:
@@ -344,6 +356,29 @@ def job_only_protocol(sim: SimCluster) -> None:
             )
 
 
+TRAINING_OPERATORS = [
+    "pytorchjobs", "tfjobs", "mpijobs", "xgboostjobs", "paddlejobs", "jaxjobs", "trainjobs", "jobsets",
+    "rayclusters", "rayjobs",
+]  # fmt: skip
+
+
+def suspended_jobs(sim: SimCluster) -> list[str]:
+    """Operator objects pitstop suspended or holds, and any record of them on a node."""
+    found = [
+        f"{storage}/{o['metadata']['name']}"
+        for storage in ("kubeflow.org/pytorchjobs", "jobset.x-k8s.io/jobsets", "ray.io/rayclusters")
+        for o in sim.list(storage, "training")
+        if (o["spec"].get("runPolicy") or o["spec"]).get("suspend")
+        or "pitstop.dev/suspended-for" in (o["metadata"].get("annotations") or {})
+    ]
+    return found + [
+        name
+        for name in sim.gpu_node_names()
+        if "pitstop.dev/suspended-workloads"
+        in ((sim.get("nodes", name) or {})["metadata"].get("annotations") or {})
+    ]
+
+
 @dataclass(frozen=True)
 class RuleCase:
     """Without `rule` of ClusterRole `role`, `module` fails with a 403 saying `denied`, and
@@ -358,6 +393,7 @@ class RuleCase:
     unchanged: Callable[[SimCluster], bool] = lambda sim: True
     prepare: Callable[[SimCluster], None] = lambda sim: None
     in_output: bool = False  # the module reports the refusal in its output instead of failing
+    scenario: Path = SMALL  # the rehearsal cluster the case needs (small-gpu-cluster unless said)
 
 
 @pytest.fixture
@@ -458,6 +494,20 @@ RULE_CASES = {
         unchanged=lambda sim: checkpoint_requested(sim) == [],
         prepare=job_only_protocol,
     ),
+    "training operators (read)": RuleCase(
+        "pitstop-node-maintenance", TRAINING_OPERATORS, wait_for_workloads,
+        _wait_args, _first_node,
+        'get resource "pytorchjobs" in API group "kubeflow.org" in the namespace "training"',
+        unchanged=lambda sim: suspended_jobs(sim) == [],
+        scenario=SUSPENDABLE,
+    ),
+    "suspend on training operators": RuleCase(
+        "pitstop-checkpoint-requests", TRAINING_OPERATORS, wait_for_workloads,
+        _wait_args, _first_node,
+        'patch resource "jobsets" in API group "jobset.x-k8s.io" in the namespace "training"',
+        unchanged=lambda sim: suspended_jobs(sim) == [],
+        scenario=SUSPENDABLE,
+    ),
 }  # fmt: skip
 
 
@@ -474,8 +524,13 @@ def test_every_rule_of_the_maintenance_roles_has_a_case() -> None:
 
 @pytest.mark.parametrize("case", RULE_CASES.values(), ids=RULE_CASES.keys())
 def test_without_a_rule_the_module_that_needs_it_gets_the_apiservers_403(
-    cluster: SimCluster, runner: ModuleRunner, case: RuleCase
+    tmp_path: Path, runner: ModuleRunner, case: RuleCase
 ) -> None:
+    with rbac_cluster(tmp_path, case.scenario) as cluster:
+        _refused_without_the_rule(cluster, runner, case)
+
+
+def _refused_without_the_rule(cluster: SimCluster, runner: ModuleRunner, case: RuleCase) -> None:
     registered_worker_token(cluster, runner.cluster(cluster).name)
     case.prepare(cluster)
     host = case.host(cluster)
@@ -497,20 +552,26 @@ def test_without_a_rule_the_module_that_needs_it_gets_the_apiservers_403(
 
 
 def test_with_every_rule_in_place_the_same_module_calls_are_not_refused(
-    cluster: SimCluster, runner: ModuleRunner
+    cluster: SimCluster, runner: ModuleRunner, tmp_path: Path
 ) -> None:
     """The control for the cases above: with the roles as shipped, none of those calls meets a
     401 or 403 (a module may still say no for its own reasons: a capacity check on a full
     cluster refuses)."""
     registered_worker_token(cluster, runner.cluster(cluster).name)
     refusals: dict[str, str] = {}
-    for name, case in RULE_CASES.items():
-        if case.prepare is job_only_protocol:
-            continue  # changes the gang; "checkpoint on pods" calls the same module
-        try:
-            runner(case.module, cluster, case.args(cluster), host=case.host(cluster), timeout=60)
-        except ApplicationError as exc:
-            refusals[name] = f"{exc.type}: {exc.message}"
+    with rbac_cluster(tmp_path / "suspendable", SUSPENDABLE) as suspendable:
+        registered_worker_token(suspendable, runner.cluster(suspendable).name)
+        for name, case in RULE_CASES.items():
+            if case.prepare is job_only_protocol:
+                continue  # changes the gang; "checkpoint on pods" calls the same module
+            sim = cluster if case.scenario == SMALL else suspendable
+            try:
+                runner(case.module, sim, case.args(sim), host=case.host(sim), timeout=60)
+            except ApplicationError as exc:
+                refusals[name] = f"{exc.type}: {exc.message}"
+        assert suspendable.rbac_denials() == []
+        # The suspension went through: the operators' objects are suspended and held.
+        assert len(suspended_jobs(suspendable)) == 4
     assert not [r for r in refusals.values() if r.startswith("Unauthorized")], refusals
     assert cluster.rbac_denials() == []
 
