@@ -213,3 +213,33 @@ def training_operator_crds(kinds: set[str]) -> list[Obj]:
         ),
     }
     return [_crd(**shape) for kind, shape in shapes.items() if kind in kinds]  # type: ignore[arg-type]
+
+
+def volcano_crds() -> list[Obj]:
+    """Volcano's Job (batch.volcano.sh/v1alpha1, short `vcjob`) and PodGroup
+    (scheduling.volcano.sh/v1beta1, short `pg`)."""
+    age = {"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"}
+    return [
+        _crd(
+            "batch.volcano.sh",
+            "Job",
+            "jobs",
+            "Namespaced",
+            short=["vcjob", "vj"],
+            version="v1alpha1",
+            columns=[{"name": "STATUS", "type": "string", "jsonPath": ".status.state.phase"}, age],
+        ),
+        _crd(
+            "scheduling.volcano.sh",
+            "PodGroup",
+            "podgroups",
+            "Namespaced",
+            short=["pg", "podgroup-v1beta1"],
+            columns=[
+                {"name": "STATUS", "type": "string", "jsonPath": ".status.phase"},
+                {"name": "MINMEMBER", "type": "integer", "jsonPath": ".spec.minMember"},
+                {"name": "RUNNINGS", "type": "integer", "jsonPath": ".status.running"},
+                age,
+            ],
+        ),
+    ]

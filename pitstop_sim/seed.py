@@ -35,7 +35,7 @@ from pitstop_sim.controllers.workloads import (
     pod_from_template,
     template_hash,
 )
-from pitstop_sim.crds import gpu_operator_crds, kueue_crds, training_operator_crds
+from pitstop_sim.crds import gpu_operator_crds, kueue_crds, training_operator_crds, volcano_crds
 from pitstop_sim.models import NodeProfile, node_info_kube_proxy_version
 from pitstop_sim.objects import (
     GENERATE_NAME_ATTEMPTS,
@@ -53,7 +53,13 @@ from pitstop_sim.platform_seed import PlatformSeeder, platform_namespaces
 from pitstop_sim.quantity import parse_quantity
 from pitstop_sim.scenario import Deployment, NodeOverride, Pdb, Scenario, TrainingJob
 from pitstop_sim.store import clone
-from pitstop_sim.training_frameworks import FRAMEWORK_STORAGE, direct_pod_marks, framework_object, jobset_job
+from pitstop_sim.training_frameworks import (
+    FRAMEWORK_STORAGE,
+    direct_pod_marks,
+    framework_object,
+    jobset_job,
+    volcano_objects,
+)
 
 Obj = dict[str, Any]
 
@@ -179,6 +185,8 @@ class Seeder:
             if t.framework in FRAMEWORK_STORAGE
         }
         crds += training_operator_crds(operators)
+        if any(t.framework == "volcano" for t in scenario.workloads.training_jobs):
+            crds += volcano_crds()
         platform_seed = PlatformSeeder(self) if platform is not None else None
         if platform_seed is not None:
             crds = platform_seed.crds(crds)
@@ -528,6 +536,16 @@ class Seeder:
             extra["nodeSelector"] = dict(t.node_selector)
         if t.framework in FRAMEWORK_STORAGE:
             self._framework_object(t, container, extra)
+        elif t.framework == "volcano":
+            for group, plural, body in zip(
+                ("batch.volcano.sh", "scheduling.volcano.sh"),
+                ("jobs", "podgroups"),
+                volcano_objects(t.name, t.pods, container),
+                strict=True,
+            ):
+                obj = prepare_create(self.ctx.rt(group, plural), body, t.namespace, self.ctx.rng)
+                obj["metadata"]["uid"] = body["metadata"].get("uid", obj["metadata"]["uid"])
+                self.ctx.store.create(self.ctx.rt(group, plural).storage, obj)
         if t.framework in ("pitstop", "jobset"):
             self._training_batch_job(t, container, extra, notes)
         else:

@@ -215,3 +215,44 @@ def framework_template(obj: Obj, index: int) -> Obj:
     if index == 0:
         return dict((spec.get("headGroupSpec") or {}).get("template") or {})
     return dict(((spec.get("workerGroupSpecs") or [{}])[0]).get("template") or {})
+
+
+def volcano_objects(name: str, pods: int, container: Obj) -> tuple[Obj, Obj]:
+    """A running Volcano batch.volcano.sh/v1alpha1 Job and its scheduling.volcano.sh/v1beta1
+    PodGroup (`<job>-<job uid>`, the name the pods' `scheduling.k8s.io/group-name` annotation
+    gives), with the status fields Volcano's controllers write (job `state.phase`, `running`,
+    `minAvailable`; PodGroup `phase`, `running`, condition `Scheduled`). Volcano has no suspend
+    field (it aborts and resumes jobs through bus.volcano.sh Commands), so they stay as seeded."""
+    ref = owner("batch.volcano.sh/v1alpha1", "Job", name)
+    template = _template({"app": name}, container, {"restartPolicy": "Never"})
+    job: Obj = {
+        "apiVersion": "batch.volcano.sh/v1alpha1",
+        "kind": "Job",
+        "metadata": {"name": name, "uid": ref["uid"]},
+        "spec": {
+            "minAvailable": pods,
+            "schedulerName": "volcano",
+            "queue": "default",
+            "tasks": [{"name": "worker", "replicas": pods, "template": template}],
+        },
+        "status": {"state": {"phase": "Running"}, "minAvailable": pods, "running": pods, "version": 1},
+    }
+    group: Obj = {
+        "apiVersion": "scheduling.volcano.sh/v1beta1",
+        "kind": "PodGroup",
+        "metadata": {"name": f"{name}-{ref['uid']}", "ownerReferences": [ref]},
+        "spec": {"minMember": pods, "minTaskMember": {"worker": pods}, "queue": "default"},
+        "status": {
+            "phase": "Running",
+            "running": pods,
+            "conditions": [
+                {
+                    "type": "Scheduled",
+                    "status": "True",
+                    "reason": "tasks in gang are ready to be scheduled",
+                    "transitionID": str(uuid.uuid5(uuid.NAMESPACE_URL, f"podgroup/{name}")),
+                }
+            ],
+        },
+    }
+    return job, group

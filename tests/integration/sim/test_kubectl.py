@@ -187,3 +187,50 @@ def test_apply_a_validation_job_then_wait_and_read_its_logs(
     kubectl("wait", "--for=condition=complete", "job/nccl-check", "--timeout=60s")
     logs = kubectl("logs", "job/nccl-check")
     assert "# Avg bus bandwidth    : 123.5 \n" in logs  # %g, as nccl-tests prints it
+
+
+TRAINING_OPERATORS = """
+    name: operators
+    cluster: {nodes: 3, domains: 1, gpus_per_node: 8}
+    timing: {time_scale: 20, pod_start_seconds: 2, recreate_delay_seconds: 1}
+    workloads:
+      training_jobs:
+        - {name: pretrain, framework: pytorchjob, pods: 2, gpus_per_pod: 1}
+        - {name: tpu-style, framework: jobset, pods: 2, gpus_per_pod: 1}
+        - {name: rl, framework: raycluster, pods: 2, gpus_per_pod: 1}
+        - {name: batch, framework: volcano, pods: 2, gpus_per_pod: 1}
+"""
+
+
+def test_kubectl_sees_the_training_operators_objects_and_suspends_a_jobset_as_its_operator_would(
+    start_sim: StartSim, kubectl_for: Callable[[SimCluster], Kubectl]
+) -> None:
+    """The operators' objects are served under their own CRDs and short names, with the status
+    columns their CRDs print; `kubectl patch` of a JobSet's suspend stops its child Job's pods
+    and the JobSet reports `Suspended` as jobset's controller does."""
+    sim = start_sim(TRAINING_OPERATORS)
+    kubectl = kubectl_for(sim)
+    rows = _rows(kubectl("get", "podgroups", "-n", "training"))
+    assert rows[0] == ["NAME", "STATUS", "MINMEMBER", "RUNNINGS", "AGE"]
+    assert rows[1][0].startswith("batch-") and rows[1][1:4] == ["Running", "2", "2"]
+    assert _rows(kubectl("get", "vcjob", "-n", "training"))[1][:2] == ["batch", "Running"]
+    rays = _rows(kubectl("get", "rayclusters", "-n", "training"))
+    assert rays[1][0] == "rl" and rays[1][1:3] == ["1", "1"] and "ready" in rays[1]
+    kubectl(
+        "patch", "jobset", "tpu-style", "-n", "training", "--type=merge", "-p", '{"spec":{"suspend":true}}'
+    )
+    sim.wait_for(
+        lambda s: (
+            not [p for p in s.list("pods", "training") if p["metadata"]["name"].startswith("tpu-style-")]
+        ),
+        what="the JobSet's pods to stop",
+    )
+    reason = kubectl(
+        "get", "jobset", "tpu-style", "-n", "training",
+        "-o", "jsonpath={.status.conditions[?(@.type=='Suspended')].reason}",
+    )  # fmt: skip
+    assert reason == "SuspendedJobs"
+    child = kubectl(
+        "get", "jobs.batch", "tpu-style-workers-0", "-n", "training", "-o", "jsonpath={.spec.suspend}"
+    )
+    assert child == "true"
