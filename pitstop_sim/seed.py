@@ -58,6 +58,7 @@ from pitstop_sim.training_frameworks import (
     direct_pod_marks,
     framework_object,
     jobset_job,
+    kueue_workload,
     volcano_objects,
 )
 
@@ -564,7 +565,23 @@ class Seeder:
         rt = self.ctx.rt(group, plural)
         obj = prepare_create(rt, body, t.namespace, self.ctx.rng)
         obj["metadata"]["uid"] = body["metadata"]["uid"]
-        self.ctx.store.create(rt.storage, obj)
+        stored = self.ctx.store.create(rt.storage, obj)
+        if t.queue:
+            # Kueue admits the job as a whole through its Workload (the job's own suspend is Kueue's).
+            cluster_queue = next(
+                (
+                    cq.name
+                    for cq in self.scenario.workloads.cluster_queues
+                    if any((q.namespace, q.name) == (t.namespace, t.queue) for q in cq.local_queues)
+                ),
+                None,
+            )
+            self._create(
+                "kueue.x-k8s.io",
+                "workloads",
+                t.namespace,
+                kueue_workload(stored, t.queue, cluster_queue, t.pods),
+            )
 
     def _training_batch_job(self, t: TrainingJob, container: Obj, extra: Obj, notes: dict[str, str]) -> None:
         """A gang run by a batch Job: pitstop's own (labelled pitstop.dev/gang) or a JobSet's."""
@@ -579,7 +596,7 @@ class Seeder:
                 [],
             )
         template = self._template(labels, container, extra, notes or None)
-        if t.queue:
+        if t.queue and t.framework != "jobset":  # a JobSet is queued as a whole, by its own label
             job_labels[KUEUE_QUEUE_LABEL] = t.queue
         body = {
             "metadata": {

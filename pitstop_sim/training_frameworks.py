@@ -22,6 +22,7 @@ down here separately so the simulator does not learn them from pitstop):
 
 from __future__ import annotations
 
+import hashlib
 import uuid
 from dataclasses import dataclass, field
 from typing import Any
@@ -256,3 +257,40 @@ def volcano_objects(name: str, pods: int, container: Obj) -> tuple[Obj, Obj]:
         },
     }
     return job, group
+
+
+def kueue_workload(job: Obj, queue: str, cluster_queue: str | None, pods: int) -> Obj:
+    """The Workload Kueue makes for a job it admits: named `<kind>-<job>-<hash>`, labelled
+    `kueue.x-k8s.io/job-uid` with the job's uid (how clients find it: the name's hash is
+    Kueue's own), owned by the job, admitted (QuotaReserved and Admitted True)."""
+    uid = job["metadata"]["uid"]
+    digest = hashlib.sha1(f"{job['metadata']['name']}{job['kind']}{uid}".encode()).hexdigest()[:5]
+    admitted = cluster_queue is not None
+    conditions = [
+        {"type": "QuotaReserved", "status": "True", "reason": "QuotaReserved",
+         "message": f"Quota reserved in ClusterQueue {cluster_queue}"},
+        {"type": "Admitted", "status": "True", "reason": "Admitted", "message": "The workload is admitted"},
+    ] if admitted else []  # fmt: skip
+    body: Obj = {
+        "apiVersion": "kueue.x-k8s.io/v1beta1",
+        "kind": "Workload",
+        "metadata": {
+            "name": f"{str(job['kind']).lower()}-{job['metadata']['name']}-{digest}",
+            "labels": {"kueue.x-k8s.io/job-uid": uid},
+            "ownerReferences": [
+                {
+                    "apiVersion": job["apiVersion"],
+                    "kind": job["kind"],
+                    "name": job["metadata"]["name"],
+                    "uid": uid,
+                    "controller": True,
+                    "blockOwnerDeletion": True,
+                }
+            ],
+        },
+        "spec": {"active": True, "queueName": queue, "podSets": [{"name": "main", "count": pods}]},
+        "status": {"conditions": conditions},
+    }
+    if admitted:
+        body["status"]["admission"] = {"clusterQueue": cluster_queue}
+    return body

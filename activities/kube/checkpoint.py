@@ -8,7 +8,7 @@ from __future__ import annotations
 from activities.kube.client import ApiStatus, Kube, job_path, pod_path, pods_path
 from activities.kube.common import Deadline, kube_for, kube_module, node_name, pause
 from activities.kube.drain import owning_jobs
-from activities.kube.suspend import attach_frameworks, framework_path, refuse_kueue_managed, suspend_jobs
+from activities.kube.suspend import attach_frameworks, framework_path, suspend_jobs
 from pitstop.contracts import ModuleCall, ModuleResult
 from pitstop.errors import ErrorType, fail
 from pitstop.kube import selectors
@@ -141,7 +141,6 @@ def wait_for_workloads(call: ModuleCall, args: WaitForWorkloadsArgs) -> ModuleRe
         "gangs": gangs,
         "without_protocol": [key_of(w.pod) for w in silent],
     }
-    refuse_kueue_managed(node, workloads)
     suspending = sorted(
         {
             f"{w.framework.get('kind')} {key_of(w.framework)}"

@@ -13,7 +13,7 @@ from pitstop.contracts import ModuleCall, ModuleResult
 from pitstop.errors import ErrorType, fail
 from pitstop.kube.annotations import SUSPENDED_FOR, SUSPENDED_WORKLOADS
 from pitstop.kube.checkpoint import Workload, checkpoint_token, framework_ref
-from pitstop.kube.objects import Obj, annotations_of, meta
+from pitstop.kube.objects import Obj, annotations_of, controller_of, meta, name_of, namespace_of
 from pitstop.kube.suspend import (
     FrameworkRef,
     describe_suspended,
@@ -26,6 +26,8 @@ from pitstop.kube.suspend import (
 )
 from pitstop.module_args.kube import RESUME_WORKLOADS, ResumeWorkloadsArgs
 
+KUEUE_API = "/apis/kueue.x-k8s.io/v1beta1"
+KUEUE_JOB_UID = "kueue.x-k8s.io/job-uid"  # Kueue's label on a Workload: the uid of its job
 CONFLICT_ATTEMPTS = 8  # another node of the same job in flight wrote the holds meanwhile
 
 
@@ -55,61 +57,94 @@ def _ref_of(work: Workload) -> FrameworkRef:
     return ref
 
 
-def refuse_kueue_managed(node: str, workloads: list[Workload]) -> None:
-    """Kueue suspends and resumes the jobs it admits: refused before anything is written."""
-    managed = sorted(
-        {
-            _ref_of(w).shown
-            for w in workloads
-            if w.holder == "framework" and w.framework is not None and kueue_managed(w.framework)
-        }
-    )
-    if managed:
-        fail(
-            ErrorType.POLICY_VIOLATION,
-            f"cannot suspend {', '.join(managed)} for {node}: Kueue admits them and owns their suspend "
-            "field. Stop their ClusterQueue with kube.stop_admission stop_policy: HoldAndDrain, or "
-            "deactivate their Workload (spec.active: false), before this node's maintenance",
+def _workload_of(kube: Kube, ref: FrameworkRef, obj: Obj) -> Obj:
+    """The Kueue Workload admitting a Kueue-managed job: found by the `kueue.x-k8s.io/job-uid`
+    label Kueue puts on it (its name carries a hash that is Kueue's own)."""
+    uid = str(meta(obj).get("uid") or "")
+    found = [
+        w
+        for w in kube.list(
+            namespaced(KUEUE_API, "workloads", ref.namespace), label_selector=f"{KUEUE_JOB_UID}={uid}"
         )
+        if (controller_of(w) or {}).get("uid") in (uid, None)
+    ]
+    if not found:
+        fail(
+            ErrorType.PRECONDITION_FAILED,
+            f"{ref.shown} is queued by Kueue but has no Workload (label {KUEUE_JOB_UID}={uid}): "
+            "is Kueue's controller running?",
+        )
+    return found[0]
+
+
+def _stopped(kube: Kube, ref: FrameworkRef, obj: Obj) -> tuple[bool, Obj | None]:
+    """Whether the job is stopped, and its Workload when Kueue admits it: Kueue owns the job's
+    `suspend`, so such a job is stopped through its Workload (`spec.active: false`, Kueue's
+    deactivation: it evicts the job and requeues it when made active again)."""
+    if not kueue_managed(obj):
+        return suspend_field(obj, ref.spec), None
+    workload = _workload_of(kube, ref, obj)
+    return (workload.get("spec") or {}).get("active") is False, workload
+
+
+def _set_active(kube: Kube, workload: Obj, active: bool) -> None:
+    path = namespaced(KUEUE_API, "workloads", namespace_of(workload), name_of(workload))
+    kube.patch(path, {"spec": {"active": active}})
 
 
 def _patch_holds(kube: Kube, ref: FrameworkRef, change: str, token: str) -> tuple[Obj | None, bool]:
-    """Add (`change` "hold") or drop ("release") this node's hold on the job, suspending it on
-    the first hold and resuming it when the last one goes. The job as written (None if it is
-    gone) and whether pitstop changed its suspend field."""
+    """Add (`change` "hold") or drop ("release") this node's hold on the job, stopping it on
+    the first hold and starting it again when the last one goes. The job as written (None if it
+    is gone) and whether pitstop stopped or started it.
+
+    A plain job's holds and suspend field change in one patch. For a Kueue-managed job the
+    Workload is a second object, so the order makes a retry finish what an interrupted attempt
+    began: the hold is written before the Workload is deactivated (a held job is always made
+    inactive), and the Workload is reactivated before the last hold is dropped."""
     path = framework_path(ref)
     for _ in range(CONFLICT_ATTEMPTS):
         obj = kube.get_or_none(path)
         if obj is None:
             return None, False
         holds = holds_of(obj)
-        suspended = suspend_field(obj, ref.spec)
+        stopped, workload = _stopped(kube, ref, obj)
         if change == "hold":
             if token in holds:
+                if workload is not None and not stopped:
+                    _set_active(kube, workload, False)  # an attempt cut short after its hold
+                    return obj, True
                 return obj, False
-            if suspended and not holds:
-                return obj, False  # its owner (or someone else) suspended it: not ours to resume
-            remaining, flip = holds | {token}, not suspended
+            if stopped and not holds:
+                return obj, False  # its owner (or someone else) stopped it: not ours to resume
+            remaining, flip = holds | {token}, not stopped
         else:
             if token not in holds:
                 return obj, False
             remaining = holds - {token}
-            flip = not remaining and suspended
+            # The last hold going means "give it back", even if an earlier attempt of ours
+            # already reactivated the Workload before it was cut short (or met a conflict).
+            flip = not remaining
+            if flip and workload is not None and stopped:
+                _set_active(kube, workload, True)
         patch: Obj = {
             "metadata": {
                 "resourceVersion": meta(obj).get("resourceVersion"),
                 "annotations": {SUSPENDED_FOR: ",".join(sorted(remaining)) or None},
             }
         }
-        if flip:
+        if flip and workload is None and stopped == (change == "release"):
             patch.update(suspend_patch(ref.spec, change == "hold"))
         try:
-            return kube.patch(path, patch), flip
+            written = kube.patch(path, patch)
         except ApiStatus as exc:
             if exc.status == 404:
                 return None, False
             if exc.status != 409:
                 raise
+            continue
+        if flip and workload is not None and change == "hold":
+            _set_active(kube, workload, False)
+        return written, flip
     fail(
         ErrorType.KUBE_API_ERROR,
         f"{ref.shown} kept changing while pitstop wrote its suspend hold ({CONFLICT_ATTEMPTS} conflicts)",
@@ -126,11 +161,26 @@ def _record_on_node(kube: Kube, node: str, refs: set[FrameworkRef], *, add: bool
         kube.patch(node_path(node), {"metadata": {"annotations": {SUSPENDED_WORKLOADS: join_refs(wanted)}}})
 
 
+def _preflight(kube: Kube, refs: set[FrameworkRef], token: str) -> None:
+    """Every read, and every write as a server-side dry run, before the first real write: a
+    refusal (RBAC, an admission webhook, no Workload) stops the suspension with nothing done."""
+    for ref in sorted(refs):
+        obj = kube.get_or_none(framework_path(ref))
+        if obj is None:
+            continue
+        _, workload = _stopped(kube, ref, obj)
+        kube.patch(framework_path(ref), {"metadata": {"annotations": {SUSPENDED_FOR: token}}}, dry_run=True)
+        if workload is not None:
+            path = namespaced(KUEUE_API, "workloads", namespace_of(workload), name_of(workload))
+            kube.patch(path, {"spec": {"active": False}}, dry_run=True)
+
+
 def suspend_jobs(kube: Kube, node: str, workloads: list[Workload], token: str) -> list[str]:
     """Suspend every job of a framework holder (recorded on the node first); the jobs asked."""
     refs = {_ref_of(w) for w in workloads if w.holder == "framework"}
     if not refs:
         return []
+    _preflight(kube, refs, token)
     recorded = set(parse_refs(annotations_of(kube.get(node_path(node))).get(SUSPENDED_WORKLOADS)))
     _record_on_node(kube, node, refs, add=True)
     asked: list[str] = []
@@ -172,7 +222,7 @@ def resume_workloads(call: ModuleCall, args: ResumeWorkloadsArgs) -> ModuleResul
             gone.append(ref.shown)
         elif flipped:
             resumed.append(ref.shown)
-        elif suspend_field(obj, ref.spec):
+        elif _stopped(kube, ref, obj)[0]:
             others = sorted(holds_of(obj))
             held.append(
                 f"{ref.shown} ({describe_suspended(obj, ref.spec)}; still held by {', '.join(others)})"

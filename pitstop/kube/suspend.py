@@ -22,9 +22,11 @@ The fields and conditions, from the operators' APIs:
 Volcano jobs (suspended through a bus.volcano.sh Command) and LeaderWorkerSet (no suspend)
 are not here: they stay a human decision unless they speak the annotation protocol.
 
-A job Kueue admits is suspended and resumed by Kueue (it owns `suspend`; pitstop writing it
-would race Kueue's admission), so a Kueue-managed framework object is refused here with the
-way to stop it through Kueue instead.
+A job Kueue admits (label `kueue.x-k8s.io/queue-name`) has its `suspend` owned by Kueue:
+pitstop writing it would race Kueue's admission. Such a job is stopped the Kueue way instead,
+by deactivating its Workload (`spec.active: false`, found by Kueue's `kueue.x-k8s.io/job-uid`
+label): Kueue evicts it (condition Evicted, reason `InactiveWorkload`) and suspends the job;
+made active again, the Workload is requeued (`Reactivated`) and admitted when there is quota.
 
 pitstop keeps two records, so nothing is lost if a worker dies between steps:
 - on the framework object, `pitstop.dev/suspended-for: <run>/<node>,...`: every node in flight

@@ -189,8 +189,8 @@ class WaitForWorkloadsArgs(NodeArgs, _PodSelector, _Wait):
     Protocol `suspend`, on the training operator's object (PyTorchJob and the other Kubeflow
     jobs, TrainJob, JobSet, RayCluster, RayJob): pitstop sets the operator's own `suspend`
     field, which stops the whole job gracefully, and waits until its pods are gone;
-    `kube.resume_workloads` gives it back after the node's maintenance. Jobs Kueue admits are
-    refused (Kueue owns their suspend field).
+    `kube.resume_workloads` gives it back after the node's maintenance. A job Kueue admits is
+    stopped through its Workload instead (`spec.active: false`; Kueue owns its suspend field).
 
     Pods without the protocol fail the task with a PolicyViolation naming them (a long
     training job without a checkpoint protocol becomes a human decision), unless
@@ -309,6 +309,36 @@ class CapacityCheckArgs(ModuleArgs):
 # --- jobs -------------------------------------------------------------------------------------
 
 
+class ConfigMapMount(ModuleArgs):
+    """A ConfigMap of the Job's namespace mounted read-only into its container: each key a file
+    under `mount_path` (a volume `configMap`, as kubectl would write it). The ConfigMap must
+    exist: the kubelet keeps the pod in ContainerCreating (event FailedMount) until it does."""
+
+    name: str = Field(min_length=1, description="The ConfigMap (in the Job's namespace).")
+    mount_path: str = Field(min_length=1, description="Absolute directory of its keys, e.g. /opt/pitstop.")
+
+    @field_validator("name")
+    @classmethod
+    def _config_map_name(cls, value: str) -> str:
+        return check_name(value, "ConfigMap name")
+
+    @field_validator("mount_path")
+    @classmethod
+    def _absolute(cls, value: str) -> str:
+        parts = value.split("/")
+        if not value.startswith("/") or value == "/" or ".." in parts or ":" in value:
+            raise ValueError(f"mount_path {value!r} must be an absolute directory other than / (no '..')")
+        return value.rstrip("/")
+
+
+def distinct_mounts(mounts: list[ConfigMapMount]) -> list[ConfigMapMount]:
+    paths = [m.mount_path for m in mounts]
+    for path in paths:
+        if paths.count(path) > 1:
+            raise ValueError(f"two ConfigMaps mounted at {path}")
+    return mounts
+
+
 class JobArgs(NodeArgs):
     """Run a Job on the node, wait for it, return its logs. Its name is deterministic (prefix +
     hash of run id, task and node), so a retried task finds the Job it started. Tolerates the
@@ -321,6 +351,16 @@ class JobArgs(NodeArgs):
     command: list[str] | None = Field(default=None, description="Container command (entrypoint).")
     args: list[str] | None = Field(default=None, description="Container arguments.")
     env: dict[str, str] = Field(default_factory=dict, description="Environment variables.")
+    config_maps: list[ConfigMapMount] = Field(
+        default_factory=list,
+        description="ConfigMaps of the Job's namespace mounted read-only (scripts the command runs).",
+    )
+
+    @field_validator("config_maps")
+    @classmethod
+    def _mounts(cls, value: list[ConfigMapMount]) -> list[ConfigMapMount]:
+        return distinct_mounts(value)
+
     name: str = Field(default="pitstop-job", min_length=1, description="Name prefix of the Job.")
     namespace: str = Field(default="default", min_length=1, description="Namespace of the Job.")
 

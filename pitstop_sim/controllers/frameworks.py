@@ -55,6 +55,21 @@ def _suspended(obj: Obj) -> bool:
     return bool(spec.get("suspend"))
 
 
+def with_suspend(obj: Obj, value: bool) -> Obj:
+    """A copy of the operator's object with its suspend field set (Kueue writes it so)."""
+    updated: Obj = clone(obj)
+    spec = updated.setdefault("spec", {})
+    if obj.get("kind") == "PyTorchJob":
+        spec.setdefault("runPolicy", {})["suspend"] = value
+    else:
+        spec["suspend"] = value
+    return updated
+
+
+def is_suspended(obj: Obj) -> bool:
+    return _suspended(obj)
+
+
 class FrameworkController(Controller):
     name = "frameworks"
 

@@ -125,12 +125,22 @@ async def test_maintenance_suspends_jobs_through_their_operators_and_gives_them_
             assert "pitstop.dev/suspended-for" not in (obj["metadata"].get("annotations") or {})
             states = {c["type"]: (c["status"], c["reason"]) for c in obj["status"]["conditions"]}
             assert states[kind] == ("False", reason), (storage, states)
+        # The Kueue-admitted job was stopped through its Workload and requeued by Kueue.
+        finetune = sim.get("kubeflow.org/pytorchjobs", "finetune", "training") or {}
+        [workload] = [
+            w
+            for w in sim.list("kueue.x-k8s.io/workloads", "training")
+            if w["metadata"]["labels"].get("kueue.x-k8s.io/job-uid") == finetune["metadata"]["uid"]
+        ]
+        states = {c["type"]: (c["status"], c["reason"]) for c in workload["status"]["conditions"]}
+        assert workload["spec"]["active"] is True
+        assert states["Requeued"] == ("True", "Reactivated") and states["Admitted"] == ("True", "Admitted")
         for node in sim.gpu_node_names():
             notes = (sim.get("nodes", node) or {})["metadata"].get("annotations") or {}
             assert "pitstop.dev/suspended-workloads" not in notes, node
         sim.wait_for(
             lambda s: (
-                len([p for p in s.list("pods", "training") if p["status"].get("phase") == "Running"]) == 6
+                len([p for p in s.list("pods", "training") if p["status"].get("phase") == "Running"]) == 8
             ),
             what="every job running again",
         )

@@ -508,6 +508,13 @@ RULE_CASES = {
         unchanged=lambda sim: suspended_jobs(sim) == [],
         scenario=SUSPENDABLE,
     ),
+    "kueue workloads": RuleCase(
+        "pitstop-checkpoint-requests", ["workloads"], wait_for_workloads,
+        _wait_args, _first_node,
+        'list resource "workloads" in API group "kueue.x-k8s.io" in the namespace "training"',
+        unchanged=lambda sim: suspended_jobs(sim) == [],
+        scenario=SUSPENDABLE,
+    ),
 }  # fmt: skip
 
 
@@ -570,8 +577,9 @@ def test_with_every_rule_in_place_the_same_module_calls_are_not_refused(
             except ApplicationError as exc:
                 refusals[name] = f"{exc.type}: {exc.message}"
         assert suspendable.rbac_denials() == []
-        # The suspension went through: the operators' objects are suspended and held.
-        assert len(suspended_jobs(suspendable)) == 4
+        # The suspension went through: the operators' objects are suspended and held (the
+        # Kueue-admitted one through its Workload), and the node records them.
+        assert len(suspended_jobs(suspendable)) == 5
     assert not [r for r in refusals.values() if r.startswith("Unauthorized")], refusals
     assert cluster.rbac_denials() == []
 

@@ -8,9 +8,6 @@ from __future__ import annotations
 
 from typing import Any
 
-import pytest
-from temporalio.exceptions import ApplicationError
-
 from activities.kube.checkpoint import _affected, wait_for_workloads
 from activities.kube.client import Kube, api_client
 from activities.kube.drain import drain_node
@@ -181,17 +178,82 @@ def test_check_mode_says_what_it_would_suspend_and_writes_nothing(
     assert len(training_pods(sim)) == 6
 
 
-def test_a_job_kueue_admits_is_refused_before_anything_is_written(
+KUEUE = "kueue.x-k8s.io/workloads"
+
+
+def workload_of(sim: SimCluster, fw: str) -> dict[str, Any]:
+    uid = framework(sim, fw)["metadata"]["uid"]
+    [found] = [
+        w for w in sim.list(KUEUE, "training") if w["metadata"]["labels"]["kueue.x-k8s.io/job-uid"] == uid
+    ]
+    return found
+
+
+def test_a_job_kueue_admits_is_stopped_through_its_workload_and_requeued_on_resume(
     start_sim: StartSim, module_runner: ModuleRunner
 ) -> None:
-    sim = start_sim(cluster(queue=", queue: team-a"))
-    with pytest.raises(ApplicationError) as refused:
-        module_runner(wait_for_workloads, sim, {"timeout_seconds": 5})
-    assert refused.value.type == "PolicyViolation" and refused.value.non_retryable
-    assert refused.value.message.startswith(
-        "cannot suspend JobSet training/jobset-job, PyTorchJob training/pytorchjob-job, "
-        "RayCluster training/raycluster-job for gpu-node-001: Kueue admits them and owns their suspend field."
+    """Kueue owns the suspend field of the jobs it admits: pitstop deactivates their Workloads
+    instead (Kueue evicts them, `InactiveWorkload`, and suspends the jobs), and reactivates them
+    on resume (Kueue requeues them, `Reactivated`, and admits them again)."""
+    queued = (
+        cluster(queue=", queue: team-a")
+        + """
+  cluster_queues:
+    - name: gpu-queue
+      local_queues: [{name: team-a, namespace: training}]
+"""
     )
-    assert not any(suspended(framework(sim, fw)) for fw in KINDS)
-    assert SUSPENDED_WORKLOADS not in (sim.get("nodes", "gpu-node-001")["metadata"].get("annotations") or {})  # type: ignore[index]
-    assert len(training_pods(sim)) == 6
+    sim = start_sim(queued)
+    for fw in KINDS:
+        assert condition(workload_of(sim, fw), "Admitted") == ("True", "Admitted")
+    module_runner(cordon, sim, {})
+    result = module_runner(wait_for_workloads, sim, {"timeout_seconds": 30, "poll_interval_seconds": 0.1})
+    assert result.changed
+    for fw in KINDS:
+        workload = workload_of(sim, fw)
+        assert workload["spec"]["active"] is False
+        sim.wait_for(
+            lambda s, fw=fw: condition(workload_of(s, fw), "Evicted") == ("True", "InactiveWorkload"),
+            what=f"Kueue to evict {fw}'s Workload",
+        )
+        # Kueue, not pitstop, suspended the job; pitstop's hold is on the job.
+        assert suspended(framework(sim, fw))
+        assert framework(sim, fw)["metadata"]["annotations"][SUSPENDED_FOR] == "run-1/gpu-node-001"
+    sim.wait_for(lambda s: training_pods(s) == [], what="the jobs' pods to be gone")
+    resumed = module_runner(resume_workloads, sim, {})
+    assert resumed.changed and resumed.msg.startswith("resumed ")
+    for fw in KINDS:
+        sim.wait_for(
+            lambda s, fw=fw: (
+                condition(workload_of(s, fw), "Requeued") == ("True", "Reactivated")
+                and not suspended(framework(s, fw))
+            ),
+            what=f"Kueue to readmit {fw}",
+        )
+        assert workload_of(sim, fw)["spec"]["active"] is True
+    sim.wait_for(lambda s: len(training_pods(s)) == 6, what="the jobs' pods to come back")
+    assert sim.counters().training_evictions_without_protocol == 0
+
+
+def test_a_kueue_job_whose_workload_its_owner_deactivated_stays_inactive(
+    start_sim: StartSim, module_runner: ModuleRunner
+) -> None:
+    queued = (
+        cluster(queue=", queue: team-a")
+        + """
+  cluster_queues:
+    - name: gpu-queue
+      local_queues: [{name: team-a, namespace: training}]
+"""
+    )
+    sim = start_sim(queued)
+    kube = Kube(api_client(module_runner.cluster(sim)))
+    seen = _affected(kube, "gpu-node-001", WaitForWorkloadsArgs())
+    name = workload_of(sim, "jobset")["metadata"]["name"]
+    sim.patch(KUEUE, name, {"spec": {"active": False}}, "training")
+    suspend_jobs(kube, "gpu-node-001", seen, "run-1/gpu-node-001")
+    assert SUSPENDED_FOR not in (framework(sim, "jobset")["metadata"].get("annotations") or {})
+    result = module_runner(resume_workloads, sim, {})
+    assert "JobSet training/jobset-job (suspended by its owner: left suspended)" in result.msg
+    assert workload_of(sim, "jobset")["spec"]["active"] is False
+    assert workload_of(sim, "pytorchjob")["spec"]["active"] is True
