@@ -257,3 +257,42 @@ def test_a_kueue_job_whose_workload_its_owner_deactivated_stays_inactive(
     assert "JobSet training/jobset-job (suspended by its owner: left suspended)" in result.msg
     assert workload_of(sim, "jobset")["spec"]["active"] is False
     assert workload_of(sim, "pytorchjob")["spec"]["active"] is True
+
+
+def test_an_attempt_cut_short_between_the_hold_and_the_workload_is_finished_by_the_next(
+    start_sim: StartSim, module_runner: ModuleRunner
+) -> None:
+    """A worker killed after writing its hold on a Kueue job but before deactivating the
+    Workload (or after reactivating it but before dropping the hold): the retried attempt
+    sees its own hold and finishes the other half, so nothing is left running or held."""
+    queued = (
+        cluster(queue=", queue: team-a")
+        + """
+  cluster_queues:
+    - name: gpu-queue
+      local_queues: [{name: team-a, namespace: training}]
+"""
+    )
+    sim = start_sim(queued)
+    token = "run-1/gpu-node-001"
+    record = "kubeflow.org/v1/PyTorchJob/training/pytorchjob-job"
+    # What the interrupted attempt wrote: the node's record and the job's hold, nothing more.
+    sim.patch("nodes", "gpu-node-001", {"metadata": {"annotations": {SUSPENDED_WORKLOADS: record}}})
+    sim.patch(
+        "kubeflow.org/pytorchjobs",
+        "pytorchjob-job",
+        {"metadata": {"annotations": {SUSPENDED_FOR: token}}},
+        "training",
+    )
+    assert workload_of(sim, "pytorchjob")["spec"]["active"] is True
+    module_runner(cordon, sim, {})
+    module_runner(wait_for_workloads, sim, {"timeout_seconds": 30, "poll_interval_seconds": 0.1})
+    assert workload_of(sim, "pytorchjob")["spec"]["active"] is False
+    # The resume was cut short after reactivating the Workload: the hold is still there.
+    name = workload_of(sim, "pytorchjob")["metadata"]["name"]
+    sim.patch(KUEUE, name, {"spec": {"active": True}}, "training")
+    result = module_runner(resume_workloads, sim, {})
+    assert "PyTorchJob training/pytorchjob-job" in result.msg and result.msg.startswith("resumed ")
+    assert SUSPENDED_FOR not in (framework(sim, "pytorchjob")["metadata"].get("annotations") or {})
+    assert workload_of(sim, "pytorchjob")["spec"]["active"] is True
+    assert SUSPENDED_WORKLOADS not in (sim.get("nodes", "gpu-node-001")["metadata"].get("annotations") or {})  # type: ignore[index]
