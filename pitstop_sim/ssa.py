@@ -108,6 +108,40 @@ def path_text(path: Path) -> str:
     return "".join(element_text(e) for e in path)
 
 
+def _value_order(value: Any) -> tuple[Any, ...]:
+    """value.Compare's total order: numbers (ints and floats together), strings, booleans,
+    lists, maps, then null."""
+    if isinstance(value, bool):
+        return (2, value)
+    if isinstance(value, int | float):
+        return (0, float(value))
+    if isinstance(value, str):
+        return (1, value)
+    if isinstance(value, list):
+        return (3, tuple(_value_order(v) for v in value))
+    if isinstance(value, dict):
+        return (4, tuple((k, _value_order(v)) for k, v in sorted(value.items())))
+    return (5,)
+
+
+def element_order(element: str) -> tuple[Any, ...]:
+    """PathElement.Compare: field names, then keys (their sorted fields, name then value),
+    then set values, then indexes (numerically)."""
+    tag, body = element[:2], element[2:]
+    if tag == "f:":
+        return (0, body)
+    if tag == "k:":
+        return (1, tuple((k, _value_order(v)) for k, v in sorted(json.loads(body).items())))
+    if tag == "v:":
+        return (2, _value_order(json.loads(body)))
+    return (3, int(body) if body.lstrip("-").isdigit() else 0)
+
+
+def path_order(path: Path) -> tuple[tuple[Any, ...], ...]:
+    """Path.Compare: element by element, a prefix first."""
+    return tuple(element_order(e) for e in path)
+
+
 # --- ToFieldSet ---------------------------------------------------------------------------------
 
 
@@ -402,6 +436,16 @@ class Manager:
     def key(self) -> tuple[str, str, str]:
         return (self.manager, self.operation, self.subresource)
 
+    def identifier(self) -> str:
+        """BuildManagerIdentifier: the entry as JSON without time and fields (and without the
+        apiVersion for appliers) - what conflict messages sort managers by."""
+        entry = {"manager": self.manager, "operation": self.operation}
+        if self.api_version and self.operation != "Apply":
+            entry["apiVersion"] = self.api_version
+        if self.subresource:
+            entry["subresource"] = self.subresource
+        return json.dumps(entry, separators=(",", ":"), ensure_ascii=False)
+
     def printed(self) -> str:
         """printManager in conflict.go (the apiserver keys managers without their time)."""
         text = json.dumps(self.manager)
@@ -484,17 +528,19 @@ class ApplyConflict(Exception):
 
 
 def conflict_message(conflicts: list[tuple[Manager, Path]]) -> str:
-    """getConflictMessage in conflict.go."""
+    """getConflictMessage in conflict.go: managers sorted by their identifier, each one's paths
+    in fieldpath.Set order (`path_order`)."""
     if len(conflicts) == 1:
         m, p = conflicts[0]
         return f"Apply failed with 1 conflict: conflict with {m.printed()}: {path_text(p)}"
-    by_manager: dict[str, list[Path]] = {}
+    by_manager: dict[str, tuple[Manager, list[Path]]] = {}
     for m, p in conflicts:
-        by_manager.setdefault(m.printed(), []).append(p)
+        by_manager.setdefault(m.identifier(), (m, []))[1].append(p)
     lines = []
-    for printed in sorted(by_manager):
-        lines.append(f"conflicts with {printed}:")
-        lines.extend(f"- {path_text(p)}" for p in sorted(by_manager[printed]))
+    for identifier in sorted(by_manager):
+        m, paths = by_manager[identifier]
+        lines.append(f"conflicts with {m.printed()}:")
+        lines.extend(f"- {path_text(p)}" for p in sorted(paths, key=path_order))
     return f"Apply failed with {len(conflicts)} conflicts: " + "\n".join(lines)
 
 
@@ -509,7 +555,7 @@ def _settle(
     for m in managers:
         if m.key == me:
             continue
-        conflicts.extend((m, p) for p in sorted(m.fields & touched))
+        conflicts.extend((m, p) for p in sorted(m.fields & touched, key=path_order))
     if conflicts and not force:
         raise ApplyConflict(conflicts)
     for m in managers:
@@ -599,7 +645,9 @@ def update(
         mine = Manager(manager, "Update", api_version, set(), stamp(), subresource)
         managers.append(mine)
     fields = (mine.fields - cmp.removed) | cmp.modified | cmp.added
-    if fields != mine.fields:
+    # managedfieldsupdater.go: the time moves only when this operation took fields (changed a
+    # value, its own included); an update that changes nothing leaves every time as it was.
+    if cmp.modified or cmp.added:
         mine.time = stamp()
     mine.fields, mine.api_version = fields, api_version
     result = copy.deepcopy(new)

@@ -211,3 +211,40 @@ def test_node_selector_is_atomic_a_different_one_conflicts_and_replaces_it_whole
         schema=BUILT_IN,
     )
     assert forced["spec"]["template"]["spec"]["nodeSelector"] == {"gpu": "yes"}
+
+
+def test_an_update_moves_its_managers_time_only_when_it_changed_a_value() -> None:
+    """managedfieldsupdater.go: the entry's time is set when the operation took fields, even
+    fields the manager already owned (a new value), and not when nothing changed."""
+    first = ssa.update(None, pod_spec([]), manager="ops", api_version="v1", schema=BUILT_IN, stamp=stamp)
+
+    def later() -> str:
+        return "2026-12-03T00:00:00Z"
+
+    def times(obj: dict[str, object]) -> list[object]:
+        return [m["time"] for m in obj["metadata"]["managedFields"]]  # type: ignore[index]
+
+    unchanged = ssa.update(first, dict(first), manager="ops", api_version="v1", schema=BUILT_IN, stamp=later)
+    assert times(unchanged) == [STAMP]
+    relabelled = {**first, "metadata": {**first["metadata"], "labels": {"app": "b"}}}  # type: ignore[dict-item]
+    own_value = ssa.update(first, relabelled, manager="ops", api_version="v1", schema=BUILT_IN, stamp=later)
+    assert times(own_value) == ["2026-12-03T00:00:00Z"]
+
+
+def test_conflicts_list_paths_in_field_path_order_numbers_by_value() -> None:
+    """getConflictMessage prints a manager's paths as fieldpath.Set iterates them: keys compare
+    field by field and numbers by value (port 80 before 443), not as text."""
+    ports = [
+        {"containerPort": 443, "hostPort": 8443},
+        {"containerPort": 80, "hostPort": 8080},
+        {"containerPort": 9090, "hostPort": 9090},
+    ]
+    live = ssa.update(None, pod_spec(ports), manager="ops", api_version="v1", schema=BUILT_IN, stamp=stamp)
+    changed = [{**p, "hostPort": int(p["hostPort"]) + 1} for p in ports]
+    with pytest.raises(ssa.ApplyConflict) as refused:
+        ssa.apply(
+            live, pod_spec(changed), manager="me", api_version="v1", force=False, schema=BUILT_IN, stamp=stamp
+        )
+    lines = str(refused.value).splitlines()
+    assert lines[0] == 'Apply failed with 3 conflicts: conflicts with "ops" using v1:'
+    assert [line.split("containerPort=")[1].split(",")[0] for line in lines[1:]] == ["80", "443", "9090"]
