@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import shutil
 import subprocess
-import time
 from pathlib import Path
 
 import pytest
@@ -36,10 +35,9 @@ def test_chdir_is_quoted(tmp_path: Path) -> None:
 
 
 def test_timeout_wrapper_ends_the_command_with_rc_124() -> None:
-    started = time.monotonic()
     result = _sh(shell_command("sleep 20", timeout_s=0.3))
+    # rc 124 is timeout(1)'s: the wrapper, not sleep's own end (rc 0), finished the command.
     assert result.returncode == TIMEOUT_RC
-    assert time.monotonic() - started < 15
 
 
 @pytest.mark.skipif(shutil.which("sudo") is None, reason="sudo not installed")

@@ -3,7 +3,6 @@ Safety is read from the simulator's counters, not from the module's own report."
 
 from __future__ import annotations
 
-import time
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
@@ -223,10 +222,8 @@ def test_a_pdb_that_never_allows_ends_the_drain_at_the_task_timeout_with_the_num
     sim = start_sim(CLUSTER)
     module_runner(cordon, sim, {})
     sim.block_pdb("serving", "llm-serve")
-    started = time.monotonic()
     with pytest.raises(ApplicationError) as timed_out:
         module_runner(drain_node, sim, FAST, timeout=3)
-    assert time.monotonic() - started < 30
     assert timed_out.value.type == "Timeout" and timed_out.value.non_retryable
     assert timed_out.value.message == (
         "drain of gpu-node-001 did not finish before the task's timeout: 3 pods refused by "

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import time
-
 import pytest
 from temporalio.exceptions import ApplicationError
 
@@ -121,11 +119,11 @@ def test_a_probe_whose_image_does_not_exist_fails_at_once_with_image_pull_back_o
     # kubelet backs off. The task must say so at the next poll, not after its 30-minute timeout.
     sim = start_sim(CLUSTER + 'registry: {available: ["nvcr.io/nvidia/cloud-native/dcgm:*"]}\n')
     missing = {**DCGM, "image": "nvcr.io/nvidia/cloud-native/dcgm-probe:0.0-missing", "timeout_seconds": 1800}
-    started = time.monotonic()
     with pytest.raises(ApplicationError) as refused:
         module_runner(run_job, sim, missing, run_id="run-9", task_path="validate/0")
-    assert time.monotonic() - started < 60
     message = refused.value.message
+    # The pull failure ended it, not the 30-minute timeout (no wall-clock figure asserted).
+    assert "did not finish" not in message
     name = job_name("dcgm-diag", "run-9", "validate/0", "gpu-node-001")
     assert refused.value.type == "PreconditionFailed" and refused.value.non_retryable
     assert message.startswith(
