@@ -105,7 +105,12 @@ Behaviour pitstop's kube modules rely on
 - Scheduling: the scheduler skips cordoned nodes unless a pod tolerates
   `node.kubernetes.io/unschedulable:NoSchedule`; a pod with `spec.nodeName` set runs there
   regardless (so a validation Job can target a cordoned node either way, as on a real
-  cluster). Unschedulable pods stay Pending with a `PodScheduled=False` message naming why.
+  cluster). It honours DoNotSchedule `topologySpreadConstraints` (maxSkew, minDomains,
+  nodeAffinityPolicy/nodeTaintsPolicy, matchLabelKeys) and required pod affinity and
+  anti-affinity, the existing pods' anti-affinity included, as kube-scheduler's
+  PodTopologySpread and InterPodAffinity filters do (`controllers/interpod.py`); scenario
+  deployments can carry `topology_spread` and `anti_affinity`. Unschedulable pods stay Pending
+  with a `PodScheduled=False` message and a FailedScheduling event worded as kube-scheduler's.
 - Deleting a pod through the API is counted as a deletion (forced when a PDB covers it or
   the grace period is 0); controller-initiated removals (ReplicaSet scale-down, garbage
   collection, taint eviction) are not client actions and are not counted.

@@ -183,6 +183,32 @@ class _Named(Strict):
     _names = field_validator("name", "namespace")(classmethod(lambda cls, v: _dns_name(v)))
 
 
+class TopologySpread(Strict):
+    """A topologySpreadConstraint over a deployment's replicas (labelSelector `app: <name>`)."""
+
+    topology_key: str = Field(default="topology.kubernetes.io/zone", min_length=1)
+    max_skew: int = Field(default=1, ge=1)
+    when_unsatisfiable: Literal["DoNotSchedule", "ScheduleAnyway"] = "DoNotSchedule"
+    min_domains: int | None = Field(default=None, ge=1)
+    node_affinity_policy: Literal["Honor", "Ignore"] | None = None
+    node_taints_policy: Literal["Honor", "Ignore"] | None = None
+
+    def constraint(self, selector: dict[str, str]) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "maxSkew": self.max_skew,
+            "topologyKey": self.topology_key,
+            "whenUnsatisfiable": self.when_unsatisfiable,
+            "labelSelector": {"matchLabels": dict(selector)},
+        }
+        if self.min_domains is not None:
+            out["minDomains"] = self.min_domains
+        if self.node_affinity_policy is not None:
+            out["nodeAffinityPolicy"] = self.node_affinity_policy
+        if self.node_taints_policy is not None:
+            out["nodeTaintsPolicy"] = self.node_taints_policy
+        return out
+
+
 class Deployment(_Named):
     replicas: int = Field(default=1, ge=0)
     gpus: int = Field(default=0, ge=0, description="nvidia.com/gpu requested by each replica.")
@@ -198,6 +224,18 @@ class Deployment(_Named):
     pdb: Pdb | None = None
     placement: list[str] = Field(
         default_factory=list, description="Initial node of each replica, in order (default: spread)."
+    )
+    topology_spread: list[TopologySpread] = Field(
+        default_factory=list,
+        description="topologySpreadConstraints of the replicas (selector app=<name>); replicas "
+        "without a placement start Pending and the scheduler places them, or not.",
+    )
+    anti_affinity: str | None = Field(
+        default=None,
+        min_length=1,
+        description="A topology key no two replicas may share (required podAntiAffinity on "
+        "app=<name>, e.g. kubernetes.io/hostname); replicas without a placement start Pending and "
+        "the scheduler places them, or not.",
     )
 
 

@@ -344,6 +344,17 @@ class Seeder:
         self.ctx.logs[stored["metadata"]["uid"]] = f"{rfc3339()} starting on {node}\n"
         return stored
 
+    def _pending_pod(self, pod: Obj) -> Obj:
+        """Store `pod` (built for this call) unscheduled, for the scheduler."""
+        prepared = prepare_create(
+            self.ctx.rt("", "pods"), pod, pod["metadata"]["namespace"], self.ctx.rng, fresh=True
+        )
+        for _ in range(GENERATE_NAME_ATTEMPTS):
+            if self.ctx.store.get("pods", prepared["metadata"]["namespace"], name_of(prepared)) is None:
+                break
+            prepared["metadata"]["name"] = redraw_suffix(name_of(prepared), self.ctx.rng)
+        return self.ctx.store.create("pods", prepared)
+
     # --- workloads ----------------------------------------------------------------------------
 
     def _gpu_operator(self) -> None:
@@ -451,6 +462,13 @@ class Seeder:
             extra["nodeSelector"] = dict(d.node_selector)
         if d.tolerations:
             extra["tolerations"] = [dict(t) for t in d.tolerations]
+        replicas = {"app": labels["app"]}
+        if d.topology_spread:
+            extra["topologySpreadConstraints"] = [c.constraint(replicas) for c in d.topology_spread]
+        if d.anti_affinity:
+            term = {"labelSelector": {"matchLabels": replicas}, "topologyKey": d.anti_affinity}
+            required = {"requiredDuringSchedulingIgnoredDuringExecution": [term]}
+            extra["affinity"] = {"podAntiAffinity": required}
         if d.empty_dir:
             extra["volumes"] = [{"name": "scratch", "emptyDir": {}}]
             container["volumeMounts"] = [{"name": "scratch", "mountPath": "/scratch"}]
@@ -502,6 +520,9 @@ class Seeder:
             pod = pod_from_template(rs, rs_template, f"{name_of(rs)}-{random_suffix(self.ctx.rng)}")
             pod["metadata"]["namespace"] = d.namespace
             preferred = d.placement[index] if index < len(d.placement) else None
+            if preferred is None and (d.topology_spread or d.anti_affinity):
+                self._pending_pod(pod)  # placed, or not, by the scheduler's own rules at start
+                continue
             node = self._place(pod, preferred)
             self._running_pod(pod, node)
         if d.pdb is not None:
