@@ -36,6 +36,7 @@ from pitstop.runbook import (
     load_runbook,
     render,
 )
+from pitstop.runbook.durations import parse_duration
 from pitstop.runbook.eviction import bypass_notes
 from pitstop.slack.config import run_default_channel
 
@@ -127,13 +128,21 @@ def plan_from(runbook: Runbook, inventory: Inventory, request: RunRequest, defau
             hv = hostvars.setdefault(host, _hostvars(inventory, host))
             domains[host] = _domain(stage.rolling.domain if stage.rolling else None, hv, runbook, stage.vars)
         warnings = [f"stage '{stage.name}': {notes[stage.name]}"] if stage.name in notes else []
-        stages.append(PlannedStage(name=stage.name, hosts=hosts, domains=domains, warnings=warnings))
+        stages.append(
+            PlannedStage(
+                name=stage.name,
+                hosts=hosts,
+                domains=domains,
+                warnings=warnings,
+                observe_seconds=_observe_seconds(stage, runbook, request.vars),
+            )
+        )
     hostvars.setdefault(LOCALHOST, _hostvars(inventory, LOCALHOST))
     cluster = inventory.cluster
     plan_body = {
         "runbook": _canonical(runbook.model_dump(mode="json")),
-        # Warnings derive from the runbook (hashed above): not part of the hosts hash.
-        "stages": [s.model_dump(mode="json", exclude={"warnings"}) for s in stages],
+        # Warnings and the observe window derive from the runbook and vars (hashed): not hosts.
+        "stages": [s.model_dump(mode="json", exclude={"warnings", "observe_seconds"}) for s in stages],
     }
     hashes = PlanHashes(
         runbook=_sha(plan_body["runbook"]),
@@ -194,6 +203,22 @@ def _domain(
     except TemplateError as exc:
         raise ValueError(f"rolling.domain for host {hostvars.get('inventory_hostname')}: {exc}") from None
     return str(value)
+
+
+def _observe_seconds(stage: Any, runbook: Runbook, extra_vars: dict[str, Any]) -> float | None:
+    """The stage's observe window in seconds; a templated one rendered with the play's vars
+    (the runbook's, the stage's, then `-e`), refused with the stage named when it is not a
+    duration."""
+    if stage.observe is None:
+        return None
+    value = stage.observe.duration
+    if isinstance(value, float | int):
+        return float(value)
+    try:
+        rendered = render(value, {**runbook.vars, **stage.vars, **extra_vars})
+        return parse_duration(rendered)
+    except (TemplateError, ValueError) as exc:
+        raise ValueError(f"observe.duration of stage {stage.name!r} ({value}): {exc}") from None
 
 
 def _gates(runbook: Runbook) -> dict[str, GateRule]:

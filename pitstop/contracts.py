@@ -198,6 +198,9 @@ class PlannedStage(BaseModel):
     # What a reviewer of the plan must not miss about this stage (e.g. it deletes pods
     # without the Eviction API); shown as the run's notices from the start.
     warnings: list[str] = Field(default_factory=list)
+    # `observe.duration` in seconds as planned (a templated one resolved with the run's vars);
+    # None: the stage has no observe window, or a plan made before durations could be templated.
+    observe_seconds: float | None = None
 
 
 class Plan(BaseModel):

@@ -25,6 +25,17 @@ with workflow.unsafe.imports_passed_through():
 MIN_OBSERVE_INTERVAL_S = 0.05
 
 
+def observe_seconds(stage: StageRun) -> float:
+    """The window as planned (a templated duration resolved by plan.load); a plan recorded
+    before durations could be templated holds only literal ones."""
+    planned = stage.plan.observe_seconds
+    if planned is not None:
+        return planned
+    observe = stage.rule.observe
+    assert observe is not None and not isinstance(observe.duration, str)
+    return float(observe.duration)
+
+
 class Compensation:
     def __init__(self, run: RunContext, driver: HostDriver) -> None:
         self.run = run
@@ -38,7 +49,7 @@ class Compensation:
         observe = stage.rule.observe
         assert observe is not None
         interval = max(observe.interval, MIN_OBSERVE_INTERVAL_S)
-        rounds = max(1, math.floor(observe.duration / interval + 1e-9))
+        rounds = max(1, math.floor(observe_seconds(stage) / interval + 1e-9))
         # A plan shows what the checks would say once; it does not wait out the window.
         check_mode = run.p().plan.check_mode
         while progress.observe_round < rounds:

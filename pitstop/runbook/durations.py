@@ -51,3 +51,22 @@ DURATION_JSON_SCHEMA: dict[str, Any] = {
 
 # A duration field: accepts the forms above, holds seconds.
 Duration = Annotated[float, BeforeValidator(parse_duration), WithJsonSchema(DURATION_JSON_SCHEMA)]
+
+
+def duration_or_template(value: Any) -> float | str:
+    """A duration, or a template (`"{{ observe_window }}"`) resolved when the run is planned."""
+    if isinstance(value, str) and "{{" in value:
+        return value
+    return parse_duration(value)
+
+
+TEMPLATED_DURATION_JSON_SCHEMA: dict[str, Any] = {
+    "anyOf": [*DURATION_JSON_SCHEMA["anyOf"], {"type": "string", "pattern": r"\{\{"}],
+    "description": DURATION_JSON_SCHEMA["description"]
+    + " Or a template, resolved with the run's vars at plan time.",
+}
+
+# A duration that may be templated from the run's vars (resolved by plan.load).
+TemplatedDuration = Annotated[
+    float | str, BeforeValidator(duration_or_template), WithJsonSchema(TEMPLATED_DURATION_JSON_SCHEMA)
+]

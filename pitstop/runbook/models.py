@@ -12,7 +12,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, RootModel, WithJsonSchema
 
-from pitstop.runbook.durations import Duration
+from pitstop.runbook.durations import Duration, TemplatedDuration
 
 _PERCENT = re.compile(r"\s*(\d+(?:\.\d+)?)\s*%\s*")
 
@@ -194,9 +194,10 @@ with warnings.catch_warnings():
 
 
 class Observe(_Frozen):
-    """A window after the stage; a failing check is a rollback trigger."""
+    """A window after the stage; a failing check is a rollback trigger. `duration` may be a
+    template of the run's vars (`"{{ observe_window }}"`), resolved when the run is planned."""
 
-    duration: Duration
+    duration: TemplatedDuration
     interval: Duration = 60.0
     checks: list[Task] = []
 

@@ -13,7 +13,7 @@ from typing import Any
 from pydantic import BaseModel
 
 from pitstop.modules import all_modules
-from pitstop.runbook.durations import DURATION_JSON_SCHEMA
+from pitstop.runbook.durations import DURATION_JSON_SCHEMA, TEMPLATED_DURATION_JSON_SCHEMA
 from pitstop.runbook.inventory import ClusterConfig, FromNodes
 from pitstop.runbook.models import COUNT_OR_PERCENT_SCHEMA, Gate, Rolling
 
@@ -130,7 +130,7 @@ def _stage_properties() -> dict[str, Any]:
         "observe": {
             "type": "object",
             "properties": {
-                "duration": DURATION_JSON_SCHEMA,
+                "duration": TEMPLATED_DURATION_JSON_SCHEMA,
                 "interval": DURATION_JSON_SCHEMA,
                 "checks": _TASKS,
             },

@@ -79,6 +79,12 @@ def test_no_rule_grants_what_the_worker_must_never_have(objects: list[Obj]) -> N
             assert role == "pitstop-platform-upgrade-read" and verbs == {"list"}, (role, rule)
 
 
+TRAINING_OPERATORS = (
+    "pytorchjobs", "tfjobs", "mpijobs", "xgboostjobs", "paddlejobs", "jaxjobs", "trainjobs", "jobsets",
+    "rayclusters", "rayjobs",
+)  # fmt: skip
+
+
 def test_the_maintenance_roles_read_no_secret_and_write_only_what_maintenance_changes() -> None:
     docs = _docs(MANIFESTS / "rbac-node-maintenance.yaml")
     writes = {
@@ -97,6 +103,14 @@ def test_the_maintenance_roles_read_no_secret_and_write_only_what_maintenance_ch
         ("pitstop-validation-jobs", "batch", "jobs", "delete"),
         ("pitstop-checkpoint-requests", "", "pods", "patch"),
         ("pitstop-checkpoint-requests", "batch", "jobs", "patch"),
+        # Protocol suspend: the training operators' objects (one rule: RBAC grants every
+        # group x resource pair of it, the ones that do not exist included) and Kueue Workloads.
+        *(
+            ("pitstop-checkpoint-requests", group, resource, "patch")
+            for group in ("kubeflow.org", "trainer.kubeflow.org", "jobset.x-k8s.io", "ray.io")
+            for resource in TRAINING_OPERATORS
+        ),
+        ("pitstop-checkpoint-requests", "kueue.x-k8s.io", "workloads", "patch"),
     }
     assert not any("secrets" in rule.get("resources", []) for _, rule in _rules(docs))
     # Namespaced writes are granted by RoleBindings only, never cluster-wide.

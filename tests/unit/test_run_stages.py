@@ -219,3 +219,34 @@ def test_the_run_variable_reaches_the_change_record_typed() -> None:
     assert (
         ChangeRecordArgs.model_validate({"bucket": "records", "cluster": "c", "run": None}).run == RunVars()
     )
+
+
+def test_a_templated_observe_window_is_resolved_when_planned_and_a_bad_one_names_its_stage() -> None:
+    runbook = (
+        "name: r\nvars: {observe_window: 30m}\nstages:\n  - name: widen\n    hosts: all\n"
+        "    tasks: [{debug: x}]\n    observe:\n      duration: '{{ observe_window }}'\n"
+        "  - name: literal\n    hosts: all\n    tasks: [{debug: y}]\n    observe: {duration: 90s}\n"
+    )
+    files = {"runbook.yaml": runbook, "inventory.yaml": "all:\n  hosts:\n    a: {}\n"}
+    planned = build_plan(RunRequest(runbook="runbook.yaml", inventory="inventory.yaml", files=files))
+    assert [s.observe_seconds for s in planned.stages] == [1800.0, 90.0]
+    overridden = build_plan(
+        RunRequest(
+            runbook="runbook.yaml", inventory="inventory.yaml", files=files, vars={"observe_window": "2h"}
+        )
+    )
+    assert overridden.stages[0].observe_seconds == 7200.0
+    # The hosts hash does not move with the window (a lab run still matches its production run).
+    assert overridden.hashes.hosts == planned.hashes.hosts
+    with pytest.raises(ValueError) as refused:
+        build_plan(
+            RunRequest(
+                runbook="runbook.yaml",
+                inventory="inventory.yaml",
+                files=files,
+                vars={"observe_window": "soon"},
+            )
+        )
+    assert "observe.duration of stage 'widen' ({{ observe_window }}): invalid duration 'soon'" in str(
+        refused.value
+    )

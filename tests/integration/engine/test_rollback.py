@@ -167,3 +167,27 @@ async def test_observe_window_passes_then_a_failing_check_rolls_back(run: RunFn)
     assert report.status == "rolled_back"
     assert report.rollback_reason == "observe check failed in stage 'stormy': healthy: stormy is unhealthy"
     assert rollback_calls() == [("h00", "undo stormy"), ("h00", "undo calm")]
+
+
+async def test_a_templated_observe_window_lasts_what_the_runs_vars_say(run: RunFn) -> None:
+    """`observe.duration: "{{ observe_window }}"` is resolved with the run's vars when it is
+    planned: -e observe_window=0.6s gives three rounds of a 0.2s interval, the runbook's own
+    0.2s gives one."""
+    runbook = """
+        name: templated
+        vars: {observe_window: 0.2s}
+        stages:
+          - name: watched
+            hosts: gpu
+            tasks:
+              - test.step: {value: watched}
+            observe:
+              duration: "{{ observe_window }}"
+              interval: 0.2s
+              checks:
+                - assert: {that: "1 == 1"}
+        """
+    longer = await run(runbook, hosts_inventory(1), vars={"observe_window": "0.6s"})
+    assert [o.status for o in longer.stages[0].observations] == ["ok", "ok", "ok"]
+    default = await run(runbook, hosts_inventory(1))
+    assert [o.status for o in default.stages[0].observations] == ["ok"]
