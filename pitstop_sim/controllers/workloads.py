@@ -238,13 +238,16 @@ class DeploymentController(_Owned):
             scaled = clone(current)
             scaled["spec"]["replicas"] = want
             current = self.ctx.store.update("replicasets", scaled)
-        for rs in owned:
-            if rs is not current and int((rs.get("spec") or {}).get("replicas", 0)) != 0:
+        # By uid: `current` may be the copy just written by the scale above.
+        current_uid = meta(current).get("uid") if current else None
+        others = [rs for rs in owned if meta(rs).get("uid") != current_uid]
+        for rs in others:
+            if int((rs.get("spec") or {}).get("replicas", 0)) != 0:
                 # New template: the old ReplicaSet scales to zero (a Recreate-style rollout).
                 old = clone(rs)
                 old["spec"]["replicas"] = 0
                 self.ctx.store.update("replicasets", old)
-        sets = [current] + [rs for rs in owned if rs is not current]
+        sets = [current, *others]
         replicas = sum(int((rs.get("status") or {}).get("replicas", 0)) for rs in sets if rs)
         ready = sum(int((rs.get("status") or {}).get("readyReplicas", 0)) for rs in sets if rs)
         updated = int(((current or {}).get("status") or {}).get("replicas", 0))

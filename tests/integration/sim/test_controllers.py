@@ -307,3 +307,31 @@ def test_deleting_a_namespace_removes_its_workloads(start_sim: StartSim) -> None
     sim.wait_for(lambda s: s.get("namespaces", "scratch") is None, timeout=10, what="the namespace to go")
     assert sim.list("pods", "scratch") == []
     assert sim.list("deployments", "scratch") == []
+
+
+def test_scaling_a_deployment_keeps_its_running_pods_and_adds_or_removes_only_the_difference(
+    start_sim: StartSim,
+) -> None:
+    """A scale changes the ReplicaSet's replicas; the pods already running stay (the
+    deployment controller only replaces pods when the template changes)."""
+    sim = start_sim(
+        TIMING,
+        """
+        cluster: {nodes: 3, domains: 1}
+        workloads:
+          deployments:
+            - {name: web, namespace: serving, replicas: 2, gpus: 1}
+        """,
+    )
+    before = {p["metadata"]["name"] for p in _pods(sim, "serving", "app=web")}
+    sim.patch("deployments", "web", {"spec": {"replicas": 3}}, "serving")
+    sim.wait_for(
+        lambda s: (
+            len([p for p in _pods(s, "serving", "app=web") if p["status"].get("phase") == "Running"]) == 3
+        ),
+        what="a third replica",
+    )
+    after = {p["metadata"]["name"] for p in _pods(sim, "serving", "app=web")}
+    assert before < after and len(after) == 3
+    [rs] = sim.list("replicasets", "serving")
+    assert rs["spec"]["replicas"] == 3
