@@ -49,6 +49,30 @@ def load(store: str | None, product: str, pool: str) -> Baseline:
     return Baseline.model_validate_json(path.read_text())
 
 
+def for_run(store: str | None, product: str, pool: str, run_id: str) -> Baseline:
+    """The baseline as it was when this run first read it, frozen for the rest of the run.
+
+    A run judges every node against the state before its change: figures it records on the way
+    (the canary's, after its firmware) become the next run's baseline, never the yardstick of
+    the fleet it is still rolling out to. The first read of a (product, pool) in a run writes a
+    snapshot beside the store (`.runs/<run>/...`, created exclusively, so two nodes reading at
+    once keep the same one); later reads in that run return it."""
+    live = _path(store, product, pool)
+    frozen = live.parent / ".runs" / _SAFE.sub("_", run_id) / live.name
+    if not frozen.exists():
+        frozen.parent.mkdir(parents=True, exist_ok=True)
+        body = load(store, product, pool).model_dump_json(indent=2)
+        with tempfile.NamedTemporaryFile("w", dir=frozen.parent, delete=False, suffix=".tmp") as tmp:
+            tmp.write(body)
+        try:
+            os.link(tmp.name, frozen)  # fails if another attempt froze it first: that one stands
+        except FileExistsError:
+            pass
+        finally:
+            os.unlink(tmp.name)
+    return Baseline.model_validate_json(frozen.read_text())
+
+
 def save(store: str | None, baseline: Baseline) -> Path:
     path = _path(store, baseline.product, baseline.pool)
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -73,7 +97,7 @@ def baseline_record(call: ModuleCall, args: RecordArgs) -> ModuleResult:
 
 @module_activity(COMPARE)
 def baseline_compare(call: ModuleCall, args: CompareArgs) -> ModuleResult:
-    baseline = load(store_dir(args.store, call), args.product, args.pool)
+    baseline = for_run(store_dir(args.store, call), args.product, args.pool, call.run_id)
     try:
         deviations = compare(baseline, args.metrics, args.thresholds)
     except KeyError as exc:

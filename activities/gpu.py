@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from activities.baseline import load as load_baseline
+from activities.baseline import for_run as baseline_for_run
 from activities.baseline import store_dir
 from activities.kube.job import run_job
 from activities.module_activity import module_activity
@@ -69,6 +69,7 @@ def _checked(call: ModuleCall, what: str) -> ModuleResult | None:
 
 def _against_baseline(
     store: str | None,
+    run_id: str,
     args: BaselineCheck,
     metric: str,
     value: float,
@@ -77,10 +78,11 @@ def _against_baseline(
 ) -> bool:
     """Compare `value` with the pool's recorded `metric` when the task names a baseline; the
     deviation goes to `data["baseline"]` (None when the baseline lacks the metric), a drop past
-    the allowed one to `problems`. Whether the figure was judged against a baseline."""
+    the allowed one to `problems`. Whether the figure was judged against a baseline. The baseline
+    is the one this run started from (frozen at its first read), whatever the run records since."""
     if not (args.baseline_product and args.baseline_pool):
         return False
-    baseline = load_baseline(store, args.baseline_product, args.baseline_pool)
+    baseline = baseline_for_run(store, args.baseline_product, args.baseline_pool, run_id)
     if metric not in baseline.metrics:
         data["baseline"] = None
         return False
@@ -144,7 +146,7 @@ def nccl_test(call: ModuleCall, args: NcclTestArgs) -> ModuleResult:
     problems += nccl_check_problems(result)
     if args.min_busbw_gbps is not None and busbw < args.min_busbw_gbps:
         problems.append(f"avg bus bandwidth {busbw:g} GB/s is below the minimum {args.min_busbw_gbps:g} GB/s")
-    _against_baseline(store, args, "nccl_busbw_gbps", busbw, data, problems)
+    _against_baseline(store, call.run_id, args, "nccl_busbw_gbps", busbw, data, problems)
     if problems:
         return ModuleResult(
             failed=True, msg=f"{args.binary} on {call.host}: " + "; ".join(problems), data=data
@@ -210,7 +212,7 @@ def p2p_check(call: ModuleCall, args: P2PCheckArgs) -> ModuleResult:
         problems.append(f"the Job failed ({job.msg})")
     if floor is not None and slowest < floor:
         problems.append(f"slowest GPU pair {slowest:g} GB/s is below {floor:g} GB/s, {judged_by}")
-    by_baseline = _against_baseline(store, args, "p2p_min_peer_gbps", slowest, data, problems)
+    by_baseline = _against_baseline(store, call.run_id, args, "p2p_min_peer_gbps", slowest, data, problems)
     judged = floor is not None or by_baseline
     if problems:
         return ModuleResult(failed=True, msg="p2p: " + "; ".join(problems), data=data)

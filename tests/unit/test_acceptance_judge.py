@@ -145,3 +145,15 @@ def test_the_catalogue_covers_every_item_of_section_12() -> None:
     for spec in CATALOGUE:
         found.setdefault(spec.layer, set()).add(spec.name)
     assert found == expected
+
+
+def test_gpus_in_use_are_reported_not_judged_so_workload_churn_is_no_regression() -> None:
+    """gpu/allocation is what running pods request: after a drain-heavy change fewer are in use
+    for a while, which says nothing about the platform. It is recorded, never a deviation."""
+    allocation = BY_KEY["gpu/allocation"]
+    assert allocation.direction is None
+    verdict = judge(
+        [allocation], {allocation.key: Measurement(ok=True, value=4)}, {allocation.key: 40.0}, Policy()
+    )
+    assert verdict.passed and not verdict.deviations
+    assert check(verdict.layers, allocation.key)["value"] == 4

@@ -9,9 +9,10 @@ from pathlib import Path
 import pytest
 from temporalio.exceptions import ApplicationError
 
-from activities.baseline import save
+from activities.baseline import baseline_record, save
 from activities.gpu import dcgm_diag, nccl_test, p2p_check
 from pitstop.baseline import Baseline, Reference
+from pitstop.module_args.gpu import NCCL_TESTS_IMAGE
 from tests.integration.kube.conftest import ModuleRunner, StartSim
 
 CLUSTER = """
@@ -65,6 +66,8 @@ def test_nccl_and_dcgm_read_the_format_of_the_image_they_ran(
         ("ghcr.io/nvidia/nccl-tests:2.11.0", "error", None),
         ("ghcr.io/nvidia/nccl-tests:2.13.10", "#wrong", None),
         ("ghcr.io/nvidia/nccl-tests:v2.18.3", "#wrong", "2.18.3"),
+        # The default: CoreWeave's build of nccl-tests 2.13.6 (no version line before 2.17).
+        (NCCL_TESTS_IMAGE, "#wrong", None),
     ):
         result = module_runner(nccl_test, sim, {**FAST, "image": image}, host="gpu-node-001")
         assert (result.failed, result.data["check_column"], result.data["tests_version"]) == (
@@ -89,7 +92,7 @@ def test_a_gpu_probe_whose_image_is_missing_fails_with_the_pull_back_off_not_the
     # gpu.* Jobs wait in kube.job's wait (activities.kube.job_wait): the kubelet's back-off and
     # its events end the task at the next poll, whatever its timeout.
     sim = start_sim(CLUSTER + 'registry: {available: ["nvcr.io/*"]}\n')
-    image = "ghcr.io/nvidia/nccl-tests:2.13.10"
+    image = NCCL_TESTS_IMAGE  # the default
     with pytest.raises(ApplicationError) as refused:
         module_runner(nccl_test, sim, {**FAST, "timeout_seconds": 3600}, host="gpu-node-001")
     message = refused.value.message
@@ -106,12 +109,13 @@ def test_hardware_without_a_floor_is_judged_against_its_own_baseline(
     sim = start_sim(CLUSTER)
     monkeypatch.setenv("PITSTOP_BASELINE_DIR", str(tmp_path))
     args = {**FAST, "baseline_product": "NVIDIA-L40S", "baseline_pool": "inference"}
-    for recorded, failed in ((372.0, False), (420.0, True)):
+    for run, (recorded, failed) in enumerate(((372.0, False), (420.0, True))):
         reference = Reference(value=recorded, unit="GB/s", recorded_at=datetime.now(UTC))
         save(
             None, Baseline(product="NVIDIA-L40S", pool="inference", metrics={"p2p_min_peer_gbps": reference})
         )
-        result = module_runner(p2p_check, sim, args, host="gpu-node-003")
+        # A run judges against the baseline it started with: each figure is a new run's.
+        result = module_runner(p2p_check, sim, args, host="gpu-node-003", run_id=f"run-{run}")
         assert result.failed is failed
         assert result.data["baseline"]["baseline"] == recorded
         if failed:
@@ -120,3 +124,43 @@ def test_hardware_without_a_floor_is_judged_against_its_own_baseline(
             )
         else:
             assert result.msg == "p2p: slowest GPU pair 370 GB/s, within its baseline"
+
+
+def test_a_fleet_node_is_judged_against_the_baseline_from_before_the_change_not_the_canarys_new_figure(
+    start_sim: StartSim, module_runner: ModuleRunner, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The maintenance runbook records the canary's post-firmware NCCL figure; the fleet of the
+    same run is still judged against the baseline the run started from (frozen at its first
+    read). Judged against the store as changed by the canary, the slower fleet node would pass."""
+    sim = start_sim(
+        CLUSTER.replace(
+            "gpu-node-002: {nccl_busbw_gbps: 150.0, dcgm_failures: [Memory]}",
+            "gpu-node-002: {nccl_busbw_gbps: 250.0}",
+        )
+    )
+    monkeypatch.setenv("PITSTOP_BASELINE_DIR", str(tmp_path))
+    before = Reference(value=280.0, unit="GB/s", recorded_at=datetime.now(UTC))
+    save(
+        None, Baseline(product="NVIDIA-A100-SXM4-80GB", pool="training", metrics={"nccl_busbw_gbps": before})
+    )
+    args = {
+        **FAST,
+        "baseline_product": "NVIDIA-A100-SXM4-80GB",
+        "baseline_pool": "training",
+        "max_deviation_pct": 10,
+    }
+    canary = module_runner(nccl_test, sim, args, host="gpu-node-001", run_id="run-7")
+    assert not canary.failed and canary.data["baseline"]["baseline"] == 280.0
+    recorded = module_runner(
+        baseline_record,
+        sim,
+        {"product": "NVIDIA-A100-SXM4-80GB", "pool": "training", "metrics": {"nccl_busbw_gbps": 262.0}},
+        run_id="run-7",
+    )
+    assert recorded.data["baseline"] == {"nccl_busbw_gbps": 271.0}  # the store moved
+    fleet = module_runner(nccl_test, sim, args, host="gpu-node-002", run_id="run-7")
+    assert fleet.failed and fleet.data["baseline"]["baseline"] == 280.0
+    assert "nccl_busbw_gbps 250 GB/s is 10.7% below the baseline 280 GB/s (allowed 10%)" in fleet.msg
+    # The next run starts from the store as this one left it.
+    later = module_runner(nccl_test, sim, args, host="gpu-node-002", run_id="run-8")
+    assert not later.failed and later.data["baseline"]["baseline"] == 271.0
