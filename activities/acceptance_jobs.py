@@ -4,7 +4,8 @@ multi-node NCCL job, and the representative training and inference benchmarks.
 Each Job is pinned to a node and labelled `pitstop.dev/validation=<kind>` (as the `gpu.*`
 modules do); its name is deterministic (kind, run id, task, node), so a retried attempt waits
 for the Job its predecessor started instead of starting another. Logs are parsed with the
-real tools' formats (`pitstop.gpu`) and the benchmarks' METRIC lines (`pitstop.acceptance.bench`).
+real tools' formats (`pitstop.gpu`), the benchmarks' in theirs (`pitstop.acceptance.bench`: vLLM's
+serving benchmark table and server log, METRIC lines).
 They wait as kube.job does (`activities.kube.job_wait`): a probe whose pod cannot run (a missing
 image, a missing Secret) fails its check at the next poll with the kubelet's reason and events,
 not after `job_timeout_seconds`.
@@ -19,14 +20,14 @@ from typing import Any
 from activities.kube.client import Kube, job_path, jobs_path
 from activities.kube.job import job_body
 from activities.kube.job_wait import delete_job, wait_for_job
-from pitstop.acceptance.bench import parse_metrics
+from pitstop.acceptance.bench import SOURCES, read_bench
 from pitstop.acceptance.judge import Measurement, not_measured
 from pitstop.contracts import ModuleCall
 from pitstop.gpu.dcgm import DiagParseError, dcgmi_diag_command, parse_dcgm_diag
 from pitstop.gpu.nccl import NcclParseError, parse_nccl
 from pitstop.kube.names import job_name
 from pitstop.module_args.acceptance import AcceptanceArgs, JobSpec
-from pitstop.module_args.kube import JobArgs
+from pitstop.module_args.kube import ConfigMapMount, JobArgs
 
 VALIDATION_LABEL = "pitstop.dev/validation"
 XID_LINE = re.compile(r"NVRM: Xid \([^)]*\): (\d+)")
@@ -72,6 +73,7 @@ class Jobs:
         *,
         args: list[str] | None = None,
         env: dict[str, str] | None = None,
+        config_maps: list[ConfigMapMount] | None = None,
         gpus: int | None = None,
         name: str | None = None,
         privileged: bool = False,
@@ -95,6 +97,7 @@ class Jobs:
             command=command,
             args=args,
             env=env or {},
+            config_maps=config_maps or [],
             name=f"pitstop-accept-{name or kind}",
             namespace=self.args.namespace,
             labels={VALIDATION_LABEL: kind},
@@ -181,6 +184,7 @@ def cross_node(jobs: Jobs) -> Measurement:
         spec.command,
         args=spec.args,
         env=spec.env,
+        config_maps=spec.config_maps,
         gpus=spec.gpus,
         name="nccl-multinode",
     )
@@ -271,6 +275,7 @@ def bench(jobs: Jobs, kind: str) -> JobRun | str:
             spec.command,
             args=spec.args,
             env=env,
+            config_maps=spec.config_maps,
             gpus=spec.gpus,
             name=f"bench-{kind}",
         )
@@ -278,28 +283,48 @@ def bench(jobs: Jobs, kind: str) -> JobRun | str:
     return outcome
 
 
+def _failed(kind: str, run: JobRun) -> str:
+    """Why the benchmark failed: the Job's end and, when it ran, the last line its command wrote
+    (python's or sh's word on a missing script, the engine's error)."""
+    said = run.log.strip().splitlines()[-1] if run.finished and run.log.strip() else ""
+    return f"the {kind} benchmark failed: {run.msg}" + (f"; its log ends: {said}" if said else "")
+
+
+def _reported(names: tuple[str, ...]) -> str:
+    said = [
+        f"{name} ({SOURCES[name]} or a METRIC line)" if name in SOURCES else f"{name} (METRIC lines)"
+        for name in names
+    ]
+    return " or ".join(said)
+
+
 def bench_metric(jobs: Jobs, kind: str, *names: str, note: str = "") -> Measurement:
-    """The first of `names` the benchmark reported."""
+    """The first of `names` the benchmark reported. A figure of vLLM's benchmark table fails the
+    check when the table says its requests failed (`BenchReport.problems`)."""
     run = bench(jobs, kind)
     if isinstance(run, str):
         return not_measured(run)
     if not run.succeeded:
-        return Measurement(ok=False, detail=f"the {kind} benchmark failed: {run.msg}")
-    metrics = parse_metrics(run.log)
+        return Measurement(ok=False, detail=_failed(kind, run))
+    report = read_bench(run.log)
+    metrics = report.metrics
     for name in names:
         if name in metrics:
             suffix = f" ({note})" if note and name != names[0] else ""
-            return Measurement(
-                ok=True, value=metrics[name], detail=f"{name}={metrics[name]:g} on {run.node}{suffix}"
-            )
-    return not_measured(f"the {kind} benchmark reported no {' or '.join(names)} (METRIC lines)")
+            detail = f"{name}={metrics[name]:g} on {run.node}{suffix}"
+            if report.problems and name in report.from_table:
+                problems = "; ".join(report.problems)
+                return Measurement(ok=False, value=metrics[name], detail=f"{problems}; {detail}")
+            return Measurement(ok=True, value=metrics[name], detail=detail)
+    why = f"; {'; '.join(report.problems)}" if report.problems else ""
+    return not_measured(f"the {kind} benchmark reported no {_reported(names)}{why}")
 
 
 def training_start(jobs: Jobs) -> Measurement:
     run = bench(jobs, "training")
     if isinstance(run, str):
         return not_measured(run)
-    return Measurement(ok=run.succeeded, detail=run.msg)
+    return Measurement(ok=run.succeeded, detail=run.msg if run.succeeded else _failed("training", run))
 
 
 def convergence(jobs: Jobs) -> Measurement:
@@ -307,8 +332,8 @@ def convergence(jobs: Jobs) -> Measurement:
     if isinstance(run, str):
         return not_measured(run)
     if not run.succeeded:
-        return Measurement(ok=False, detail=f"the training benchmark failed: {run.msg}")
-    metrics = parse_metrics(run.log)
+        return Measurement(ok=False, detail=_failed("training", run))
+    metrics = read_bench(run.log).metrics
     first, last = metrics.get("loss_first"), metrics.get("loss_last")
     if first is None or last is None:
         return not_measured("the training benchmark reported no loss_first and loss_last (METRIC lines)")

@@ -88,7 +88,14 @@ Behaviour pitstop's kube modules rely on
   producer for `<kind>` (`dcgm`, `nccl`, `xid` (dmesg or `dcgmi dmon`), `ecc`
   (`nvidia-smi -q`, only in a container given GPUs) built in; `register_log_producer` for
   more) from its node's health profile (`xid_errors`, `ecc` per GPU...); read it with
-  `GET .../pods/{name}/log`. Plain Job pods finish after `timing.job_seconds`; pods
+  `GET .../pods/{name}/log`. `bench` pods run the shipped probe scripts of
+  runbooks/manifests/probes from their mounted ConfigMap as a node would (`bench_logs.py`: the
+  training script's METRIC lines, vLLM's server log and `vllm bench serve` table in the layout
+  of the image's version); a script the image does not have fails as python or sh says; other
+  images print METRIC lines.
+- ConfigMap volumes: a pod whose (non-optional) ConfigMap is missing stays Pending in
+  ContainerCreating with the kubelet's `FailedMount` events, retried with a growing back-off,
+  and starts once the ConfigMap exists. Plain Job pods finish after `timing.job_seconds`; pods
   annotated `sim.pitstop.dev/run-seconds: N` after N.
 - Images: `registry.available` (fnmatch patterns, default everything) is what the nodes can
   pull. A pod with any other image waits in ErrImagePull, then ImagePullBackOff, with the

@@ -5,19 +5,28 @@ succeeds, its log, and how long it runs. `dcgm` and `nccl` producers write outpu
 like `dcgmi diag -r 3` and nccl-tests' `all_reduce_perf`, driven by the node's health profile;
 `xid` answers `dcgmi dmon` (DCGM's Xid and ECC fields) or `dmesg`, `ecc` answers `nvidia-smi -q`
 as the container the probe got would (with or without GPUs);
-`bench` runs a representative training or inference workload (`METRIC name=value unit` lines);
+`bench` runs a representative training or inference workload: the shipped probe scripts
+(runbooks/manifests/probes, mounted from their ConfigMap) print what they print on a real node
+(`pitstop_sim.bench_logs`: the training script's METRIC lines, vLLM's server log and benchmark
+table), a script the image or its mounts do not have fails as python or sh says so, and any
+other image is taken to print `METRIC name=value unit` lines (users' own benchmarks);
 other kinds get a generic pass/fail log. Register more with `register_log_producer`.
 """
 
 from __future__ import annotations
 
+import json
+import posixpath
+import re
 import shlex
 from collections.abc import Callable
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import Any
 
 from pitstop.gpu import emit
-from pitstop.kube.objects import annotations_of
+from pitstop.kube.objects import annotations_of, meta
+from pitstop_sim import bench_logs
 from pitstop_sim.models import GpuEcc, NodeProfile
 
 Obj = dict[str, Any]
@@ -34,6 +43,15 @@ LogProducer = Callable[[str, NodeProfile, Obj], ValidationOutcome]
 # Set by the kubelet on a probe pod's copy when the `--host` its dcgmi names is a Service that
 # exists in the cluster (the producers see only the pod).
 HOSTENGINE_REACHABLE = "sim.pitstop.dev/hostengine-reachable"
+# Set by the kubelet on a pod's copy: the files its ConfigMap volumes put in the container (JSON
+# path -> the probe a shipped script says it is, `# pitstop-probe: <id>`, or "").
+MOUNTED_FILES = "sim.pitstop.dev/mounted-files"
+_PROBE_MARK = re.compile(r"^#\s*pitstop-probe:\s*(\S+)", re.MULTILINE)
+# Public images whose contents the simulator knows: nothing of theirs is under /opt/pitstop.
+_KNOWN_IMAGES = ("nvcr.io/nvidia/pytorch:", "vllm/vllm-openai:", "docker.io/vllm/vllm-openai:")
+# nccl-tests in CoreWeave's images, by the commit their tag ends in (Dockerfile.ubuntu22's
+# NCCL_TESTS_COMMITISH at that commit): 2cbb968 is v2.13.6 and one commit.
+_COREWEAVE_NCCL_TESTS = {"0120901": "2.13.6"}
 _PRODUCERS: dict[str, LogProducer] = {}
 
 DCGM_TESTS = (
@@ -129,11 +147,22 @@ def dcgm(kind: str, profile: NodeProfile, pod: Obj) -> ValidationOutcome:
     return ValidationOutcome(succeeded=not failed, log=text)
 
 
+def _nccl_versions(pod: Obj) -> tuple[str, str]:
+    """(nccl-tests, NCCL) versions of the Job's image: a tag that is a version names nccl-tests'
+    (`nccl-tests:2.11.0`); CoreWeave's name NCCL's and the commit that fixes nccl-tests'."""
+    containers = (pod.get("spec") or {}).get("containers") or [{}]
+    image = str(containers[0].get("image") or "")
+    built = re.search(r"-nccl(\d+\.\d+\.\d+)-\d+-([0-9a-f]{7})$", _image_tag(pod))
+    if image.startswith("ghcr.io/coreweave/nccl-tests:") and built:
+        return _COREWEAVE_NCCL_TESTS.get(built.group(2), "2.13.10"), built.group(1)
+    return _tool_version(pod, "2.13.10"), "2.21.5"
+
+
 def nccl(kind: str, profile: NodeProfile, pod: Obj) -> ValidationOutcome:
     busbw = 0.0 if profile.health.fails(kind) else profile.health.nccl_busbw_gbps
-    version = _tool_version(pod, "2.13.10")
+    version, library = _nccl_versions(pod)
     name = emit.device_name(profile.gpu_product)
-    log = emit.nccl_all_reduce(profile.name, name, profile.gpus, busbw, version=version)
+    log = emit.nccl_all_reduce(profile.name, name, profile.gpus, busbw, version=version, nccl=library)
     if profile.health.fails(kind):
         log += f"{profile.name}: Test NCCL failure common.cu:1005 'unhandled system error'\n"
     return ValidationOutcome(succeeded=not profile.health.fails(kind), log=log)
@@ -160,9 +189,165 @@ def _env(pod: Obj, name: str) -> str | None:
     return None
 
 
+def probe_of(text: str) -> str:
+    """The probe a shipped script says it is (`# pitstop-probe: <id>` near its top), or ""."""
+    found = _PROBE_MARK.search(text[:400])
+    return found.group(1) if found else ""
+
+
+def mounted_files(pod: Obj) -> dict[str, str]:
+    """path -> probe id of the files the pod's ConfigMap volumes put in its container."""
+    raw = annotations_of(pod).get(MOUNTED_FILES)
+    if not raw:
+        return {}
+    try:
+        files = json.loads(raw)
+    except ValueError:
+        return {}
+    return {str(k): str(v) for k, v in files.items()} if isinstance(files, dict) else {}
+
+
+def _script(words: list[str]) -> tuple[str, str] | None:
+    """(interpreter, script path) of `python X`, `python3 -u X`, `sh X`, `bash X`."""
+    if not words:
+        return None
+    program = posixpath.basename(words[0])
+    if program in ("sh", "bash", "dash") and len(words) > 2 and words[1] == "-c":
+        return _script(words[2:])
+    if re.fullmatch(r"python(3(\.\d+)?)?", program):
+        for word in words[1:]:
+            if word == "-m" or word == "-c":
+                return None
+            if not word.startswith("-"):
+                return words[0], word
+        return None
+    if program in ("sh", "bash", "dash") and len(words) > 1 and not words[1].startswith("-"):
+        return program, words[1]
+    return None
+
+
+def _no_such_script(interpreter: str, path: str) -> ValidationOutcome:
+    """What the interpreter says of a script that is not there (CPython, dash, bash), exit 2/127."""
+    program = posixpath.basename(interpreter)
+    if program.startswith("python"):
+        log = f"{interpreter}: can't open file '{path}': [Errno 2] No such file or directory\n"
+    elif program == "bash":
+        log = f"bash: {path}: No such file or directory\n"
+    else:
+        log = f"sh: 0: cannot open {path}: No such file\n"
+    return ValidationOutcome(succeeded=False, log=log)
+
+
+def _int_env(pod: Obj, name: str, default: int) -> int:
+    value = (_env(pod, name) or "").strip()
+    return int(value) if value.isdigit() and int(value) > 0 else default
+
+
+def _started(pod: Obj) -> datetime:
+    stamp = str(meta(pod).get("creationTimestamp") or "")
+    try:
+        return datetime.fromisoformat(stamp.replace("Z", "+00:00"))
+    except ValueError:
+        return datetime.now(UTC)
+
+
+def _train_step(profile: NodeProfile, pod: Obj) -> ValidationOutcome:
+    """train_step.py in the probe's container: on the GPUs it was given, or on the CPU."""
+    gpus = len(visible_gpus(profile, pod) or [])
+    throughput = profile.health.train_samples_per_s if gpus else profile.health.train_samples_per_s / 50
+    steps = _int_env(pod, "PITSTOP_TRAIN_STEPS", 300)
+    if steps < 20:
+        return ValidationOutcome(
+            succeeded=False,
+            log="usage: train_step.py [-h] [--steps STEPS] [--batch-size BATCH_SIZE] [--width WIDTH]\n"
+            "                     [--checkpoint-dir CHECKPOINT_DIR] [--device {auto,cuda,cpu}]\n"
+            "                     [--seed SEED]\n"
+            "train_step.py: error: --steps must be at least 20\n",
+        )
+    log = bench_logs.train_step(
+        gpus=gpus,
+        device=emit.device_name(profile.gpu_product),
+        steps=steps,
+        batch_size=_int_env(pod, "PITSTOP_TRAIN_BATCH_SIZE", 512),
+        width=_int_env(pod, "PITSTOP_TRAIN_WIDTH", 1024),
+        samples_per_second=throughput,
+    )
+    return ValidationOutcome(succeeded=True, log=log)
+
+
+def _vllm_serve_bench(profile: NodeProfile, pod: Obj) -> ValidationOutcome:
+    """vllm_serve_bench.sh in a vLLM image: the server's startup log, then `vllm bench serve`."""
+    version = _image_tag(pod) or "latest"
+    model = _env(pod, "PITSTOP_MODEL") or "Qwen/Qwen2.5-0.5B-Instruct"
+    port = _int_env(pod, "PITSTOP_PORT", 8000)
+    started = _started(pod)
+    health = profile.health
+    if not visible_gpus(profile, pod):
+        failure = "RuntimeError: Failed to infer device type"
+    elif health.fails("bench"):
+        failure = "RuntimeError: CUDA error: unspecified launch failure"
+    else:
+        failure = None
+    server = bench_logs.vllm_server_log(
+        version,
+        model=model,
+        port=port,
+        load_seconds=38.5,
+        download_seconds=24.6,
+        started=started,
+        failure=failure,
+    )
+    if failure is not None:
+        said = f"vllm-serve-bench: vllm serve exited before it answered on port {port}\n"
+        return ValidationOutcome(succeeded=False, log=server + said)
+    run = bench_logs.Serving(
+        ttft_ms=health.inference_ttft_ms,
+        tpot_ms=health.inference_tpot_ms,
+        num_prompts=_int_env(pod, "PITSTOP_NUM_PROMPTS", 200),
+        max_concurrency=_int_env(pod, "PITSTOP_MAX_CONCURRENCY", 8),
+        input_len=_int_env(pod, "PITSTOP_INPUT_LEN", 512),
+        output_len=_int_env(pod, "PITSTOP_OUTPUT_LEN", 128),
+    )
+    return ValidationOutcome(succeeded=True, log=server + bench_logs.vllm_bench_serve(version, run))
+
+
+_PROBES: dict[str, Callable[[NodeProfile, Obj], ValidationOutcome]] = {
+    bench_logs.TRAIN_PROBE: _train_step,
+    bench_logs.VLLM_PROBE: _vllm_serve_bench,
+}
+
+
 def bench(kind: str, profile: NodeProfile, pod: Obj) -> ValidationOutcome:
-    """Representative workloads (env PITSTOP_BENCH = training | inference): a short log ending
-    in `METRIC <name>=<value> <unit>` lines, from the node's health."""
+    """Representative workloads. A script the command runs from a mounted ConfigMap that is one
+    of the shipped probes prints as on a real node; one that is not there (not in the mounted
+    ConfigMap, or under /opt/pitstop of a public image the simulator knows) fails as its
+    interpreter says. Otherwise the image is the user's own: a short log ending in `METRIC
+    <name>=<value> <unit>` lines (env PITSTOP_BENCH = training | inference), from the node's health."""
+    containers = (pod.get("spec") or {}).get("containers") or [{}]
+    image = str(containers[0].get("image") or "")
+    script = _script(_command(pod))
+    if script is not None:
+        interpreter, path = script
+        files = mounted_files(pod)
+        if path in files:
+            probe = _PROBES.get(files[path])
+            if probe is not None:
+                return probe(profile, pod)
+        elif any(path.startswith(m + "/") for m in _mount_paths(pod)) or (
+            image.startswith(_KNOWN_IMAGES) and path.startswith("/opt/pitstop/")
+        ):
+            return _no_such_script(interpreter, path)
+    return _metric_lines(kind, profile, pod)
+
+
+def _mount_paths(pod: Obj) -> list[str]:
+    containers = (pod.get("spec") or {}).get("containers") or [{}]
+    return [str(m.get("mountPath") or "").rstrip("/") for m in containers[0].get("volumeMounts") or []]
+
+
+def _metric_lines(kind: str, profile: NodeProfile, pod: Obj) -> ValidationOutcome:
+    """A user's own benchmark image (env PITSTOP_BENCH = training | inference): a short log
+    ending in `METRIC <name>=<value> <unit>` lines, from the node's health."""
     health = profile.health
     workload = _env(pod, "PITSTOP_BENCH")
     head = f"bench {workload} on {profile.name} ({profile.gpu_product} x{profile.gpus})\n"

@@ -44,6 +44,14 @@ def job_body(name: str, node: str, args: JobArgs, call: ModuleCall) -> Obj:
         container["resources"] = {"limits": {"nvidia.com/gpu": args.gpus}}
     if args.privileged:
         container["securityContext"] = {"privileged": True}
+    volumes = [
+        {"name": f"config-{i}", "configMap": {"name": mount.name}} for i, mount in enumerate(args.config_maps)
+    ]
+    if volumes:
+        container["volumeMounts"] = [
+            {"name": f"config-{i}", "mountPath": mount.mount_path, "readOnly": True}
+            for i, mount in enumerate(args.config_maps)
+        ]
     # The node is usually cordoned and may carry pitstop's maintenance taint: tolerate both.
     tolerations = [
         {"key": UNSCHEDULABLE_TAINT, "operator": "Exists", "effect": "NoSchedule"},
@@ -57,6 +65,8 @@ def job_body(name: str, node: str, args: JobArgs, call: ModuleCall) -> Obj:
         pod_spec["nodeSelector"] = {HOSTNAME_LABEL: node}
     if args.service_account:
         pod_spec["serviceAccountName"] = args.service_account
+    if volumes:
+        pod_spec["volumes"] = volumes
     annotations = {"pitstop.dev/run-id": call.run_id, "pitstop.dev/task": call.task_path}
     return {
         "apiVersion": "batch/v1",

@@ -15,6 +15,8 @@ from typing import Any, Literal
 from pydantic import Field, field_validator, model_validator
 
 from pitstop.acceptance.probes import BY_KEY, Direction, select
+from pitstop.module_args.gpu import NCCL_TESTS_BINARY, NCCL_TESTS_IMAGE
+from pitstop.module_args.kube import ConfigMapMount, distinct_mounts
 from pitstop.module_args.storage import S3Args
 from pitstop.module_spec import ModuleArgs, ModuleSpec, RetryDefaults
 
@@ -31,29 +33,43 @@ class JobSpec(ModuleArgs):
     command: list[str] | None = None
     args: list[str] | None = None
     env: dict[str, str] = Field(default_factory=dict)
+    config_maps: list[ConfigMapMount] = Field(
+        default_factory=list,
+        description="ConfigMaps of `namespace` mounted read-only, e.g. the probe scripts of "
+        "runbooks/manifests/probes at /opt/pitstop.",
+    )
     node: str | None = Field(default=None, description="Default: the first of `nodes`.")
     gpus: int | None = Field(default=None, ge=0, description="Default: the node's allocatable GPUs.")
 
+    @field_validator("config_maps")
+    @classmethod
+    def _mounts(cls, value: list[ConfigMapMount]) -> list[ConfigMapMount]:
+        return distinct_mounts(value)
+
 
 class BenchArgs(ModuleArgs):
-    """The representative training and inference workloads (validation kind `bench`): their
-    log ends with `METRIC <name>=<value> <unit>` lines."""
+    """The representative training and inference workloads (validation kind `bench`), read in
+    the formats their tools print (`pitstop.acceptance.bench`). The shipped probes are in
+    runbooks/manifests/probes: a PyTorch training step and vLLM's own serving benchmark."""
 
     training: JobSpec | None = Field(
         default=None,
-        description="Training benchmark Job: METRIC samples_per_second, loss_first, loss_last, "
-        "checkpoint_restore_seconds (checkpoint_save_seconds optional).",
+        description="Training benchmark Job: METRIC lines samples_per_second, loss_first, loss_last, "
+        "checkpoint_restore_seconds (checkpoint_save_seconds optional), as the shipped train_step.py "
+        "prints them.",
     )
     inference: JobSpec | None = Field(
         default=None,
-        description="Inference benchmark Job: METRIC model_load_seconds, ttft_ms_p50, tpot_ms_p50 "
-        "(model_download_seconds optional).",
+        description="Inference benchmark Job: vLLM's serving benchmark table (Median TTFT, Median TPOT, "
+        "Request throughput) and its server log (Model loading took ... seconds, Time spent downloading "
+        "weights), or METRIC lines model_load_seconds, ttft_ms_p50, tpot_ms_p50 (model_download_seconds "
+        "optional).",
     )
 
 
 class NcclArgs(ModuleArgs):
-    image: str = Field(default="ghcr.io/nvidia/nccl-tests:2.13.10")
-    binary: str = Field(default="all_reduce_perf")
+    image: str = Field(default=NCCL_TESTS_IMAGE)
+    binary: str = Field(default=NCCL_TESTS_BINARY)
     min_bytes: str = Field(default="1M")
     max_bytes: str = Field(default="8G")
 

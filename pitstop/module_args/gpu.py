@@ -45,12 +45,22 @@ class BaselineCheck(ValidationJob):
     baseline_store: str | None = Field(default=None, description="Baseline directory (see baseline.record).")
 
 
+# nccl-tests as CoreWeave builds it (github.com/coreweave/nccl-tests, Dockerfile.ubuntu22 at the
+# commit the tag ends in): CUDA 12.4.1 (driver R550 and later), NCCL 2.27.5, nccl-tests built
+# from NVIDIA/nccl-tests 2cbb968 (2.13.6 and one commit) into /opt/nccl-tests/build, not on PATH.
+# NVIDIA publishes no nccl-tests image (runbooks/manifests/probes/README.md).
+NCCL_TESTS_IMAGE = "ghcr.io/coreweave/nccl-tests:12.4.1-devel-ubuntu22.04-nccl2.27.5-1-0120901"
+NCCL_TESTS_BINARY = "/opt/nccl-tests/build/all_reduce_perf"
+
+
 class NcclTestArgs(BaselineCheck):
     min_busbw_gbps: float | None = Field(
         default=None, ge=0, description="Fail below this average bus bandwidth."
     )
-    image: str = Field(default="ghcr.io/nvidia/nccl-tests:2.13.10", description="nccl-tests image.")
-    binary: str = Field(default="all_reduce_perf", description="nccl-tests binary.")
+    image: str = Field(default=NCCL_TESTS_IMAGE, description="nccl-tests image.")
+    binary: str = Field(
+        default=NCCL_TESTS_BINARY, description="nccl-tests binary (the default image has none on PATH)."
+    )
     min_bytes: str = Field(default="1M")
     max_bytes: str = Field(default="8G")
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import json
 from decimal import Decimal
 from functools import lru_cache
 from typing import Any
@@ -36,7 +37,13 @@ from pitstop_sim.controllers.base import Controller
 from pitstop_sim.events import EventRecorder
 from pitstop_sim.objects import allocatable_of, pod_requests
 from pitstop_sim.store import ObjectMissing, WatchEvent, clone
-from pitstop_sim.validation_logs import HOSTENGINE_REACHABLE, hostengine_of, produce
+from pitstop_sim.validation_logs import (
+    HOSTENGINE_REACHABLE,
+    MOUNTED_FILES,
+    hostengine_of,
+    probe_of,
+    produce,
+)
 
 Obj = dict[str, Any]
 PodKey = tuple[str, str]
@@ -161,6 +168,7 @@ class Kubelet(Controller):
         self._node_index: dict[str, int] = {}
         self.events = EventRecorder(self.ctx.store)
         self._pull_failed_uids: set[str] = set()  # waiting on an image the registry lacks
+        self._mount_attempts: dict[str, int] = {}  # uid -> failed mounts of a missing ConfigMap
         self._admitted: set[str] = set()  # uids of pods admitted with extended resources
 
     # --- observing --------------------------------------------------------------------------
@@ -258,6 +266,11 @@ class Kubelet(Controller):
         if missing is not None:
             self._pull_failed(pod, missing)
             return
+        unmounted = self._missing_config_maps(pod)
+        if unmounted:
+            self._mount_failed(pod, unmounted, key, uid)
+            return
+        self._mount_attempts.pop(uid, None)
         started = clone(pod)
         started["status"] = running_status(
             pod, self.host_ip(node_name), pod_ip(self.node_index(node_name), name_of(pod)), restart=restart
@@ -282,6 +295,89 @@ class Kubelet(Controller):
         marked: Obj = clone(pod)
         marked["metadata"].setdefault("annotations", {})[HOSTENGINE_REACHABLE] = "true"
         return marked
+
+    def _with_mounts(self, pod: Obj) -> Obj:
+        """The pod as its producer sees it: marked with the files its ConfigMap volumes put in its
+        container (`sim.pitstop.dev/mounted-files`), each with the probe it says it is."""
+        spec = pod.get("spec") or {}
+        volumes = {str(v.get("name")): v for v in spec.get("volumes") or []}
+        containers = spec.get("containers") or [{}]
+        files: dict[str, str] = {}
+        for mount in containers[0].get("volumeMounts") or []:
+            source = (volumes.get(str(mount.get("name"))) or {}).get("configMap")
+            if not isinstance(source, dict):
+                continue
+            found = self.ctx.store.get("configmaps", namespace_of(pod), str(source.get("name") or ""))
+            if found is None:
+                continue
+            data = {str(k): str(v) for k, v in (found.get("data") or {}).items()}
+            data.update({str(k): "" for k in found.get("binaryData") or {}})
+            items = source.get("items")
+            if items:
+                data = {
+                    str(i.get("path")): data[str(i.get("key"))] for i in items if str(i.get("key")) in data
+                }
+            base = str(mount.get("mountPath") or "").rstrip("/")
+            sub = str(mount.get("subPath") or "")
+            if sub:
+                if sub in data:
+                    files[base] = probe_of(data[sub])
+                continue
+            for relative, text in data.items():
+                files[f"{base}/{relative}"] = probe_of(text)
+        if not files:
+            return pod
+        marked: Obj = clone(pod)
+        marked["metadata"].setdefault("annotations", {})[MOUNTED_FILES] = json.dumps(files, sort_keys=True)
+        return marked
+
+    # --- volumes -----------------------------------------------------------------------------
+
+    def _missing_config_maps(self, pod: Obj) -> list[tuple[str, str]]:
+        """(volume, ConfigMap) of each configMap volume whose ConfigMap is not in the pod's
+        namespace (and is not `optional`)."""
+        missing: list[tuple[str, str]] = []
+        for volume in (pod.get("spec") or {}).get("volumes") or []:
+            source = volume.get("configMap")
+            if not isinstance(source, dict) or source.get("optional"):
+                continue
+            name = str(source.get("name") or "")
+            if self.ctx.store.get("configmaps", namespace_of(pod), name) is None:
+                missing.append((str(volume.get("name") or ""), name))
+        return missing
+
+    def _mount_failed(self, pod: Obj, unmounted: list[tuple[str, str]], key: PodKey, uid: str) -> None:
+        """The kubelet's volume manager on a ConfigMap that is not there: the pod stays Pending,
+        its containers in ContainerCreating, with a FailedMount event at each attempt
+        (pkg/volume/configmap: `configmap "<name>" not found`), retried with a growing back-off
+        (at most 2m2s) until the ConfigMap exists or the pod is deleted."""
+        node = pod_node(pod)
+        for volume, name in unmounted:
+            message = f'MountVolume.SetUp failed for volume "{volume}" : configmap "{name}" not found'
+            self.events.record(pod, "Warning", "FailedMount", message, "kubelet", node)
+        attempts = self._mount_attempts.get(uid, 0)
+        self._mount_attempts[uid] = attempts + 1
+        if attempts == 0:
+            creating = clone(pod)
+            spec = pod.get("spec") or {}
+            status = dict(creating.get("status") or {})
+            status.update(phase="Pending", hostIP=self.host_ip(node))
+            status["containerStatuses"] = [
+                {
+                    "name": c.get("name"),
+                    "image": c.get("image"),
+                    "imageID": "",
+                    "ready": False,
+                    "restartCount": 0,
+                    "started": False,
+                    "state": {"waiting": {"reason": "ContainerCreating"}},
+                }
+                for c in spec.get("containers") or []
+            ]
+            creating["status"] = status
+            self.ctx.store.update("pods", creating)
+        self._starting.add(uid)
+        self.later(min(0.5 * 2**attempts, 122.0), lambda: self._start(key, uid))
 
     # --- admission ---------------------------------------------------------------------------
 
@@ -431,7 +527,8 @@ class Kubelet(Controller):
         if kind:
             profile = self.ctx.profiles.get(pod_node(pod))
             if profile is not None:
-                outcome = produce(kind, self.ctx.effective_profile(profile), self._with_reachability(pod))
+                seen = self._with_mounts(self._with_reachability(pod))
+                outcome = produce(kind, self.ctx.effective_profile(profile), seen)
                 if outcome.seconds is not None:
                     seconds = outcome.seconds
         self._finishing.add(uid)

@@ -8,11 +8,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from ruamel.yaml import YAML
 from temporalio.exceptions import ApplicationError
 
 from activities.acceptance import acceptance_check
 from pitstop.acceptance.probes import CATALOGUE, LAYERS
 from pitstop.kube.annotations import MANAGED_BY_LABEL
+from pitstop.module_args.gpu import NCCL_TESTS_IMAGE
 from pitstop_sim import SimCluster
 from pitstop_sim.models import NodeHealth, ProfileUpdate
 from tests.integration.kube.conftest import ModuleRunner, StartSim, module_runner, start_sim
@@ -132,6 +134,7 @@ def test_an_nccl_drop_on_a_canary_node_is_a_network_deviation_against_the_baseli
 def test_the_representative_benchmarks_measure_training_and_inference_and_catch_a_slower_ttft(
     start_sim: StartSim, module_runner: ModuleRunner
 ) -> None:
+    # Users' own benchmark images printing METRIC lines (still read as before).
     sim = start_sim(PLATFORM)
     bench = {
         "training": {"image": "registry.local/bench:1", "command": ["train-bench"]},
@@ -162,6 +165,104 @@ def test_the_representative_benchmarks_measure_training_and_inference_and_catch_
     )
     assert [d["check"] for d in after.data["deviations"]] == ["inference/ttft"]
     assert "inference/ttft: 260 ms vs baseline 180 (+44.4%, limit 10%)" in after.msg
+
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def shipped_bench() -> dict[str, Any]:
+    """`acceptance_bench` of the shipped platform upgrade: pinned images, the probe scripts."""
+    runbook = YAML(typ="safe").load((REPO / "runbooks" / "platform-upgrade.yaml").read_text())
+    bench: dict[str, Any] = runbook["vars"]["acceptance_bench"]
+    return bench
+
+
+def probe_scripts() -> dict[str, Any]:
+    """The ConfigMap runbooks/manifests/probes/probe-scripts.yaml, as the runbook applies it."""
+    found: dict[str, Any] = YAML(typ="safe").load(
+        (REPO / "runbooks" / "manifests" / "probes" / "probe-scripts.yaml").read_text()
+    )
+    return found
+
+
+def test_the_shipped_probes_are_read_in_the_real_tools_formats_and_catch_a_slower_ttft(
+    start_sim: StartSim, module_runner: ModuleRunner
+) -> None:
+    # The scripts' ConfigMap is in the probes' namespace (the runbook applies it first); the Jobs
+    # mount it and run it in the pinned images: the training script's METRIC lines, vLLM's server
+    # log and its "Serving Benchmark Result" table.
+    sim = start_sim(PLATFORM)
+    sim.create("configmaps", probe_scripts(), namespace="default")
+    layers = ["training", "inference", "storage/model_download", "storage/checkpoint"]
+    before = accept(module_runner, sim, layers=layers, nodes=["gpu-node-003"], bench=shipped_bench())
+    checks = checks_of(before.data)
+    assert checks["training/start"]["status"] == "passed"
+    assert checks["training/throughput"]["value"] == 2400
+    assert checks["training/convergence"]["status"] == "passed", checks["training/convergence"]
+    assert checks["training/recovery"]["value"] == pytest.approx(0.0315)
+    assert checks["storage/checkpoint"]["value"] == pytest.approx(0.0421)
+    # From vLLM's own words: "Model loading took 0.9276 GB and 38.500000 seconds", "Time spent
+    # downloading weights for Qwen/Qwen2.5-0.5B-Instruct: 24.600000 seconds", "Median TTFT (ms)".
+    assert checks["inference/model_load"]["value"] == pytest.approx(38.5)
+    assert checks["storage/model_download"]["value"] == pytest.approx(24.6)
+    download = checks["storage/model_download"]["detail"]
+    assert download.startswith("model_download_seconds=24.6 on gpu-node-003"), download
+    assert checks["inference/ttft"]["value"] == 180 and checks["inference/tpot"]["value"] == 22
+    assert not before.failed, before.msg
+    sim.set_node_profile("gpu-node-003", ProfileUpdate(health=NodeHealth(inference_ttft_ms=260)))
+    after = accept(
+        module_runner,
+        sim,
+        layers=layers,
+        nodes=["gpu-node-003"],
+        bench=shipped_bench(),
+        baseline=before.data["measured"],
+    )
+    assert [d["check"] for d in after.data["deviations"]] == ["inference/ttft"]
+    assert "inference/ttft: 260 ms vs baseline 180 (+44.4%, limit 10%)" in after.msg
+
+
+def test_a_bench_job_whose_scripts_configmap_is_missing_says_so_from_the_kubelets_events(
+    start_sim: StartSim, module_runner: ModuleRunner
+) -> None:
+    # As a real kubelet: the pod stays in ContainerCreating with FailedMount events; the probe's
+    # timeout ends the wait and the check names the missing ConfigMap.
+    sim = start_sim(PLATFORM)
+    bench = {"inference": shipped_bench()["inference"]}
+    result = accept(
+        module_runner,
+        sim,
+        layers=["inference/ttft"],
+        nodes=["gpu-node-003"],
+        bench=bench,
+        job_timeout_seconds=3,
+    )
+    ttft = checks_of(result.data)["inference/ttft"]
+    assert ttft["status"] == "failed" and result.failed
+    assert " did not finish within " in ttft["detail"]
+    assert (
+        'MountVolume.SetUp failed for volume "config-0" : configmap "pitstop-probe-scripts" not found'
+        in (ttft["detail"])
+    )
+
+
+def test_a_script_the_public_image_does_not_have_fails_as_python_says(
+    start_sim: StartSim, module_runner: ModuleRunner
+) -> None:
+    # The command the runbook shipped before: /opt/pitstop/bench.py is in neither public image.
+    sim = start_sim(PLATFORM)
+    bench = {
+        "training": {
+            "image": "nvcr.io/nvidia/pytorch:24.09-py3",
+            "command": ["python", "/opt/pitstop/bench.py", "--mode", "training"],
+        }
+    }
+    result = accept(module_runner, sim, layers=["training/start"], nodes=["gpu-node-003"], bench=bench)
+    start = checks_of(result.data)["training/start"]
+    assert start["status"] == "failed"
+    assert start["detail"].endswith(
+        "; its log ends: python: can't open file '/opt/pitstop/bench.py': [Errno 2] No such file or directory"
+    ), start["detail"]
 
 
 def test_failures_are_summarised_by_layer(start_sim: StartSim, module_runner: ModuleRunner) -> None:
@@ -400,7 +501,7 @@ def test_a_probe_whose_image_is_missing_fails_its_check_with_the_pull_back_off_n
         registry: {available: ["nvcr.io/nvidia/cloud-native/dcgm:*"]}
         """
     )
-    image = "ghcr.io/nvidia/nccl-tests:2.13.10"
+    image = NCCL_TESTS_IMAGE  # the default
     result = accept(
         module_runner,
         sim,

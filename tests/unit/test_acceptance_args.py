@@ -1,13 +1,17 @@
-"""acceptance.check's arguments, layer selection and the benchmarks' METRIC lines."""
+"""acceptance.check's arguments, layer selection, the benchmarks' METRIC lines and their Jobs'
+ConfigMap mounts."""
 
 from __future__ import annotations
 
 import pytest
 from pydantic import ValidationError
 
+from activities.kube.job import job_body
 from pitstop.acceptance.bench import parse_metrics
 from pitstop.acceptance.probes import select
+from pitstop.contracts import ModuleCall
 from pitstop.module_args.acceptance import AcceptanceArgs
+from pitstop.module_args.kube import JobArgs
 
 
 def test_layers_and_checks_select_in_catalogue_order() -> None:
@@ -51,3 +55,37 @@ def test_metric_lines_are_read_with_units_ignored_and_noise_skipped() -> None:
         "METRIC samples_per_second=2400 samples/s\n"
     )
     assert parse_metrics(log) == {"samples_per_second": 2400.0, "loss_first": 2.31, "loss_last": 1.2}
+
+
+def test_probe_jobs_mount_configmaps_read_only_as_kubectl_would_write_them() -> None:
+    args = JobArgs(
+        image="vllm/vllm-openai:v0.8.5.post1",
+        command=["sh", "/opt/pitstop/vllm_serve_bench.sh"],
+        config_maps=[{"name": "pitstop-probe-scripts", "mount_path": "/opt/pitstop/"}],
+    )
+    call = ModuleCall(module="kube.job", run_id="r", task_path="t", host="h", args={})
+    pod = job_body("j", "gpu-node-001", args, call)["spec"]["template"]["spec"]
+    assert pod["volumes"] == [{"name": "config-0", "configMap": {"name": "pitstop-probe-scripts"}}]
+    assert pod["containers"][0]["volumeMounts"] == [
+        {"name": "config-0", "mountPath": "/opt/pitstop", "readOnly": True}
+    ]
+    assert (
+        "volumes" not in job_body("j", "n", JobArgs(image="busybox:1.36"), call)["spec"]["template"]["spec"]
+    )
+
+
+@pytest.mark.parametrize(
+    ("mounts", "message"),
+    [
+        ([{"name": "Scripts", "mount_path": "/opt/pitstop"}], "not a valid ConfigMap name"),
+        ([{"name": "scripts", "mount_path": "opt/pitstop"}], "must be an absolute directory"),
+        ([{"name": "scripts", "mount_path": "/opt/../etc"}], "must be an absolute directory"),
+        (
+            [{"name": "a", "mount_path": "/opt/p"}, {"name": "b", "mount_path": "/opt/p/"}],
+            "two ConfigMaps mounted at",
+        ),
+    ],
+)
+def test_bench_configmap_mounts_are_validated(mounts: list[dict[str, str]], message: str) -> None:
+    with pytest.raises(ValidationError, match=message):
+        AcceptanceArgs.model_validate({"bench": {"inference": {"image": "i:1", "config_maps": mounts}}})

@@ -4,6 +4,7 @@ and Debian version ordering (which apt-get uses to tell a downgrade)."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -12,7 +13,7 @@ from pitstop_sim.models import NodeHealth, NodeProfile
 from pitstop_sim.scenario import ScenarioError, load_scenario, parse_scenario
 from pitstop_sim.seed import node_profiles
 from pitstop_sim.ssh.packages import compare_versions
-from pitstop_sim.validation_logs import produce
+from pitstop_sim.validation_logs import MOUNTED_FILES, produce
 
 SCENARIOS = Path(__file__).resolve().parents[2] / "runbooks" / "scenarios"
 
@@ -172,6 +173,54 @@ def test_regressions_apply_while_their_version_condition_holds() -> None:
     both = health(_profile(driver_version="570.86.15", kernel_version="6.8.0-45-generic"))
     assert (both.nccl_busbw_gbps, both.inference_ttft_ms) == (205, 400)
     assert health(_profile(name="gpu-node-002", driver_version="570.86.15")).nccl_busbw_gbps == 392
+
+
+def _probe_pod(image: str, command: list[str], files: dict[str, str], gpus: int = 1) -> dict[str, object]:
+    return {
+        "metadata": {"annotations": {MOUNTED_FILES: json.dumps(files)}},
+        "spec": {
+            "containers": [
+                {
+                    "name": "main",
+                    "image": image,
+                    "command": command,
+                    "resources": {"limits": {"nvidia.com/gpu": gpus}},
+                    "volumeMounts": [{"name": "config-0", "mountPath": "/opt/pitstop", "readOnly": True}],
+                }
+            ],
+            "volumes": [{"name": "config-0", "configMap": {"name": "pitstop-probe-scripts"}}],
+        },
+    }
+
+
+def test_bench_runs_the_shipped_probe_scripts_from_their_configmap_as_a_node_would() -> None:
+    vllm = _probe_pod(
+        "vllm/vllm-openai:v0.8.5.post1",
+        ["sh", "/opt/pitstop/vllm_serve_bench.sh"],
+        {
+            "/opt/pitstop/vllm_serve_bench.sh": "vllm-serve-bench/1",
+            "/opt/pitstop/train_step.py": "train-step/1",
+        },
+    )
+    served = produce("bench", _profile(), vllm)
+    assert served.succeeded
+    assert "] vLLM API server version 0.8.5.post1\n" in served.log
+    assert "Median TTFT (ms):                        180.00    \n" in served.log
+    train = _probe_pod("nvcr.io/nvidia/pytorch:24.09-py3", ["python", "/opt/pitstop/train_step.py"], {
+        "/opt/pitstop/train_step.py": "train-step/1"
+    })  # fmt: skip
+    trained = produce("bench", _profile(), train)
+    assert trained.succeeded and "METRIC samples_per_second=2400.0 samples/s\n" in trained.log
+    # A key the ConfigMap lacks, under its mount: the interpreter's own words.
+    missing = produce(
+        "bench", _profile(), _probe_pod("vllm/vllm-openai:v0.8.5.post1", ["sh", "/opt/pitstop/x.sh"], {})
+    )
+    assert (missing.succeeded, missing.log) == (False, "sh: 0: cannot open /opt/pitstop/x.sh: No such file\n")
+    # vLLM without a GPU does not start, and the script says so.
+    cpu = produce("bench", _profile(), {**vllm, "spec": {**vllm["spec"], "containers": [  # type: ignore[dict-item]
+        {**vllm["spec"]["containers"][0], "resources": {}}  # type: ignore[index]
+    ]}})  # fmt: skip
+    assert not cpu.succeeded and cpu.log.endswith("vllm serve exited before it answered on port 8000\n")
 
 
 def test_bench_without_a_workload_fails_and_says_what_to_set() -> None:
