@@ -153,6 +153,19 @@ def finished_status(pod: Obj, succeeded: bool) -> Obj:
     return status
 
 
+def waiting_status(container: Obj, waiting: Obj) -> Obj:
+    """A container status the kubelet reports before the container runs."""
+    return {
+        "name": container.get("name"),
+        "image": container.get("image"),
+        "imageID": "",
+        "ready": False,
+        "restartCount": 0,
+        "started": False,
+        "state": {"waiting": waiting},
+    }
+
+
 class Kubelet(Controller):
     name = "kubelet"
 
@@ -363,16 +376,7 @@ class Kubelet(Controller):
             status = dict(creating.get("status") or {})
             status.update(phase="Pending", hostIP=self.host_ip(node))
             status["containerStatuses"] = [
-                {
-                    "name": c.get("name"),
-                    "image": c.get("image"),
-                    "imageID": "",
-                    "ready": False,
-                    "restartCount": 0,
-                    "started": False,
-                    "state": {"waiting": {"reason": "ContainerCreating"}},
-                }
-                for c in spec.get("containers") or []
+                waiting_status(c, {"reason": "ContainerCreating"}) for c in spec.get("containers") or []
             ]
             creating["status"] = status
             self.ctx.store.update("pods", creating)
@@ -471,17 +475,12 @@ class Kubelet(Controller):
 
         def statuses(containers: list[Obj]) -> list[Obj]:
             return [
-                {
-                    "name": c.get("name"),
-                    "image": c.get("image"),
-                    "imageID": "",
-                    "ready": False,
-                    "restartCount": 0,
-                    "started": False,
-                    "state": {"waiting": {"reason": reason, "message": message}}
+                waiting_status(
+                    c,
+                    {"reason": reason, "message": message}
                     if c.get("name") == container
-                    else {"waiting": {"reason": "PodInitializing"}},
-                }
+                    else {"reason": "PodInitializing"},
+                )
                 for c in containers
             ]
 

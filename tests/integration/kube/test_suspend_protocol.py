@@ -179,6 +179,15 @@ def test_check_mode_says_what_it_would_suspend_and_writes_nothing(
 
 
 KUEUE = "kueue.x-k8s.io/workloads"
+# The same jobs, admitted by Kueue through LocalQueue team-a.
+QUEUED = (
+    cluster(queue=", queue: team-a")
+    + """
+  cluster_queues:
+    - name: gpu-queue
+      local_queues: [{name: team-a, namespace: training}]
+"""
+)
 
 
 def workload_of(sim: SimCluster, fw: str) -> dict[str, Any]:
@@ -195,15 +204,7 @@ def test_a_job_kueue_admits_is_stopped_through_its_workload_and_requeued_on_resu
     """Kueue owns the suspend field of the jobs it admits: pitstop deactivates their Workloads
     instead (Kueue evicts them, `InactiveWorkload`, and suspends the jobs), and reactivates them
     on resume (Kueue requeues them, `Reactivated`, and admits them again)."""
-    queued = (
-        cluster(queue=", queue: team-a")
-        + """
-  cluster_queues:
-    - name: gpu-queue
-      local_queues: [{name: team-a, namespace: training}]
-"""
-    )
-    sim = start_sim(queued)
+    sim = start_sim(QUEUED)
     for fw in KINDS:
         assert condition(workload_of(sim, fw), "Admitted") == ("True", "Admitted")
     module_runner(cordon, sim, {})
@@ -238,15 +239,7 @@ def test_a_job_kueue_admits_is_stopped_through_its_workload_and_requeued_on_resu
 def test_a_kueue_job_whose_workload_its_owner_deactivated_stays_inactive(
     start_sim: StartSim, module_runner: ModuleRunner
 ) -> None:
-    queued = (
-        cluster(queue=", queue: team-a")
-        + """
-  cluster_queues:
-    - name: gpu-queue
-      local_queues: [{name: team-a, namespace: training}]
-"""
-    )
-    sim = start_sim(queued)
+    sim = start_sim(QUEUED)
     kube = Kube(api_client(module_runner.cluster(sim)))
     seen = _affected(kube, "gpu-node-001", WaitForWorkloadsArgs())
     name = workload_of(sim, "jobset")["metadata"]["name"]
@@ -265,15 +258,7 @@ def test_an_attempt_cut_short_between_the_hold_and_the_workload_is_finished_by_t
     """A worker killed after writing its hold on a Kueue job but before deactivating the
     Workload (or after reactivating it but before dropping the hold): the retried attempt
     sees its own hold and finishes the other half, so nothing is left running or held."""
-    queued = (
-        cluster(queue=", queue: team-a")
-        + """
-  cluster_queues:
-    - name: gpu-queue
-      local_queues: [{name: team-a, namespace: training}]
-"""
-    )
-    sim = start_sim(queued)
+    sim = start_sim(QUEUED)
     token = "run-1/gpu-node-001"
     record = "kubeflow.org/v1/PyTorchJob/training/pytorchjob-job"
     # What the interrupted attempt wrote: the node's record and the job's hold, nothing more.
