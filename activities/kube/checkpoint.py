@@ -8,12 +8,12 @@ from __future__ import annotations
 from activities.kube.client import ApiStatus, Kube, job_path, pod_path, pods_path
 from activities.kube.common import Deadline, kube_for, kube_module, node_name, pause
 from activities.kube.drain import owning_jobs
-from activities.kube.suspend import attach_frameworks, framework_path, suspend_jobs
+from activities.kube.suspend import attach_frameworks, suspend_jobs
 from pitstop.contracts import ModuleCall, ModuleResult
 from pitstop.errors import ErrorType, fail
 from pitstop.kube import selectors
 from pitstop.kube.annotations import CHECKPOINT_REQUESTED, GANG_LABEL, MIRROR_POD_ANNOTATION
-from pitstop.kube.checkpoint import Workload, checkpoint_token, framework_ref, owning_job_key
+from pitstop.kube.checkpoint import Workload, checkpoint_token, owning_job_key
 from pitstop.kube.drain import NEVER_FORCE
 from pitstop.kube.objects import (
     annotations_of,
@@ -106,13 +106,11 @@ def _refresh(kube: Kube, work: Workload) -> Workload | None:
     pod = kube.get_or_none(pod_path(namespace_of(work.pod), name_of(work.pod)))
     if pod is None or not pod_is_active(pod):
         return None
-    job, framework = work.job, work.framework
+    job = work.job
     if job is not None and work.holder == "job":
         job = kube.get_or_none(job_path(namespace_of(job), name_of(job))) or job
-    ref = framework_ref(work.pod, work.job)
-    if framework is not None and work.holder == "framework" and ref is not None:
-        framework = kube.get_or_none(framework_path(ref)) or framework
-    return Workload(pod, job, framework)
+    # A suspended job's answer is its pods going away: its operator's object is not read again.
+    return Workload(pod, job, work.framework)
 
 
 @kube_module(WAIT_FOR_WORKLOADS)
@@ -158,7 +156,7 @@ def wait_for_workloads(call: ModuleCall, args: WaitForWorkloadsArgs) -> ModuleRe
             msg += f" (gangs: {', '.join(gangs)})"
         if silent:
             msg += f"; would wait for {len(silent)} pods without the protocol to finish"
-        return ModuleResult(changed=bool(to_ask), msg=msg, data=data)
+        return ModuleResult(changed=bool(to_ask or suspending), msg=msg, data=data)
     asked = [*_request(kube, workloads, token), *suspend_jobs(kube, node, workloads, token)]
     pending = workloads
     while True:

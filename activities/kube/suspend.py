@@ -13,16 +13,24 @@ from pitstop.contracts import ModuleCall, ModuleResult
 from pitstop.errors import ErrorType, fail
 from pitstop.kube.annotations import SUSPENDED_FOR, SUSPENDED_WORKLOADS
 from pitstop.kube.checkpoint import Workload, checkpoint_token, framework_ref
-from pitstop.kube.objects import Obj, annotations_of, controller_of, meta, name_of, namespace_of
+from pitstop.kube.objects import (
+    Obj,
+    annotations_of,
+    controller_of,
+    is_terminating,
+    meta,
+    name_of,
+    namespace_of,
+)
 from pitstop.kube.suspend import (
     FrameworkRef,
     describe_suspended,
     holds_of,
-    join_refs,
     kueue_managed,
-    parse_refs,
+    read_refs,
     suspend_field,
     suspend_patch,
+    suspendable,
 )
 from pitstop.module_args.kube import RESUME_WORKLOADS, ResumeWorkloadsArgs
 
@@ -37,7 +45,10 @@ def framework_path(ref: FrameworkRef) -> str:
 
 def attach_frameworks(kube: Kube, workloads: Iterable[Workload]) -> list[Workload]:
     """Each workload with its operator's object, when one that can be suspended controls it
-    (read once per object)."""
+    (read once per object). The object must be the one the ownerReference names (same uid: a
+    pod cannot point pitstop at someone else's job by name), and a JobSet or RayCluster that a
+    TrainJob or RayJob controls gives way to that owner, whose controller would undo a suspend
+    written on its child."""
     cache: dict[FrameworkRef, Obj | None] = {}
     out: list[Workload] = []
     for work in workloads:
@@ -46,33 +57,51 @@ def attach_frameworks(kube: Kube, workloads: Iterable[Workload]) -> list[Workloa
             out.append(work)
             continue
         if ref not in cache:
-            cache[ref] = kube.get_or_none(framework_path(ref))
+            cache[ref] = _top(kube, ref)
         out.append(Workload(work.pod, work.job, cache[ref]))
     return out
 
 
+def _top(kube: Kube, ref: FrameworkRef) -> Obj | None:
+    obj = _read(kube, ref)
+    parent = controller_of(obj) if obj is not None else None
+    if obj is None or parent is None:
+        return obj
+    api_version, kind = str(parent.get("apiVersion") or ""), str(parent.get("kind") or "")
+    if suspendable(api_version, kind) is None:
+        return obj
+    up = FrameworkRef(api_version, kind, ref.namespace, str(parent.get("name")), str(parent.get("uid") or ""))
+    return _read(kube, up)
+
+
+def _read(kube: Kube, ref: FrameworkRef) -> Obj | None:
+    obj = kube.get_or_none(framework_path(ref))
+    if obj is not None and ref.uid and meta(obj).get("uid") != ref.uid:
+        return None  # a namesake, not the object the ownerReference names
+    return obj
+
+
 def _ref_of(work: Workload) -> FrameworkRef:
-    ref = framework_ref(work.pod, work.job)
-    assert ref is not None  # a framework holder always has one
-    return ref
+    obj = work.framework
+    assert obj is not None  # a framework holder always has one
+    return FrameworkRef(str(obj.get("apiVersion")), str(obj.get("kind")), namespace_of(obj), name_of(obj))
 
 
 def _workload_of(kube: Kube, ref: FrameworkRef, obj: Obj) -> Obj:
     """The Kueue Workload admitting a Kueue-managed job: found by the `kueue.x-k8s.io/job-uid`
-    label Kueue puts on it (its name carries a hash that is Kueue's own)."""
+    label Kueue puts on it (its name carries a hash that is Kueue's own), controlled by the
+    job itself and not being deleted; anything else is refused rather than guessed."""
     uid = str(meta(obj).get("uid") or "")
-    found = [
-        w
-        for w in kube.list(
-            namespaced(KUEUE_API, "workloads", ref.namespace), label_selector=f"{KUEUE_JOB_UID}={uid}"
-        )
-        if (controller_of(w) or {}).get("uid") in (uid, None)
-    ]
-    if not found:
+    listed = kube.list(
+        namespaced(KUEUE_API, "workloads", ref.namespace), label_selector=f"{KUEUE_JOB_UID}={uid}"
+    )
+    found = [w for w in listed if (controller_of(w) or {}).get("uid") == uid and not is_terminating(w)]
+    if len(found) != 1:
         fail(
             ErrorType.PRECONDITION_FAILED,
-            f"{ref.shown} is queued by Kueue but has no Workload (label {KUEUE_JOB_UID}={uid}): "
-            "is Kueue's controller running?",
+            f"{ref.shown} is queued by Kueue but "
+            + ("has no Workload" if not found else f"has {len(found)} Workloads")
+            + f" controlled by it (label {KUEUE_JOB_UID}={uid}): is Kueue's controller running?",
         )
     return found[0]
 
@@ -92,21 +121,30 @@ def _set_active(kube: Kube, workload: Obj, active: bool) -> None:
     kube.patch(path, {"spec": {"active": active}})
 
 
-def _patch_holds(kube: Kube, ref: FrameworkRef, change: str, token: str) -> tuple[Obj | None, bool]:
+def _patch_holds(
+    kube: Kube, ref: FrameworkRef, change: str, token: str, node: str
+) -> tuple[Obj | None, bool]:
     """Add (`change` "hold") or drop ("release") this node's hold on the job, stopping it on
     the first hold and starting it again when the last one goes. The job as written (None if it
     is gone) and whether pitstop stopped or started it.
 
+    A release drops every hold of this node (`*/<node>`), so a hold an aborted earlier run left
+    is given back by the next run on the node instead of keeping the job stopped for ever.
+
     A plain job's holds and suspend field change in one patch. For a Kueue-managed job the
     Workload is a second object, so the order makes a retry finish what an interrupted attempt
     began: the hold is written before the Workload is deactivated (a held job is always made
-    inactive), and the Workload is reactivated before the last hold is dropped."""
+    inactive), and the Workload is reactivated before the last hold is dropped (and made
+    inactive again if another node's hold arrived meanwhile)."""
     path = framework_path(ref)
     for _ in range(CONFLICT_ATTEMPTS):
         obj = kube.get_or_none(path)
         if obj is None:
             return None, False
         holds = holds_of(obj)
+        ours = {h for h in holds if h == token or h.endswith(f"/{node}")}
+        if change == "release" and not ours:
+            return obj, False  # not ours: nothing read beyond the job (no Kueue lookups)
         stopped, workload = _stopped(kube, ref, obj)
         if change == "hold":
             if token in holds:
@@ -118,14 +156,14 @@ def _patch_holds(kube: Kube, ref: FrameworkRef, change: str, token: str) -> tupl
                 return obj, False  # its owner (or someone else) stopped it: not ours to resume
             remaining, flip = holds | {token}, not stopped
         else:
-            if token not in holds:
-                return obj, False
-            remaining = holds - {token}
+            remaining = holds - ours
             # The last hold going means "give it back", even if an earlier attempt of ours
             # already reactivated the Workload before it was cut short (or met a conflict).
             flip = not remaining
-            if flip and workload is not None and stopped:
+            if workload is not None and flip and stopped:
                 _set_active(kube, workload, True)
+            elif workload is not None and remaining and not stopped:
+                _set_active(kube, workload, False)  # another node's hold came in meanwhile
         patch: Obj = {
             "metadata": {
                 "resourceVersion": meta(obj).get("resourceVersion"),
@@ -142,8 +180,16 @@ def _patch_holds(kube: Kube, ref: FrameworkRef, change: str, token: str) -> tupl
             if exc.status != 409:
                 raise
             continue
-        if flip and workload is not None and change == "hold":
-            _set_active(kube, workload, False)
+        if flip and change == "hold":
+            if workload is not None:
+                _set_active(kube, workload, False)
+            elif not suspend_field(written, ref.spec):
+                # The apiserver dropped the field: a CRD from before the operator could suspend.
+                fail(
+                    ErrorType.PRECONDITION_FAILED,
+                    f"{ref.shown} did not keep {'.'.join(ref.spec.field)}: true (its CRD prunes the "
+                    "field; an operator release before suspend support?) - it cannot be suspended",
+                )
         return written, flip
     fail(
         ErrorType.KUBE_API_ERROR,
@@ -154,11 +200,13 @@ def _patch_holds(kube: Kube, ref: FrameworkRef, change: str, token: str) -> tupl
 
 def _record_on_node(kube: Kube, node: str, refs: set[FrameworkRef], *, add: bool) -> None:
     """The node's list of what its maintenance suspended. Only this node's run writes it, and a
-    merge patch of one annotation leaves the others alone."""
-    current = set(parse_refs(annotations_of(kube.get(node_path(node))).get(SUSPENDED_WORKLOADS)))
-    wanted = current | refs if add else current - refs
-    if wanted != current:
-        kube.patch(node_path(node), {"metadata": {"annotations": {SUSPENDED_WORKLOADS: join_refs(wanted)}}})
+    merge patch of one annotation leaves the others alone; entries pitstop cannot read are kept
+    as they are (reported by the resume, never dropped unseen)."""
+    current, bad = read_refs(annotations_of(kube.get(node_path(node))).get(SUSPENDED_WORKLOADS))
+    wanted = set(current) | refs if add else set(current) - refs
+    if wanted != set(current):
+        text = ",".join([*(str(r) for r in sorted(wanted)), *bad]) or None
+        kube.patch(node_path(node), {"metadata": {"annotations": {SUSPENDED_WORKLOADS: text}}})
 
 
 def _preflight(kube: Kube, refs: set[FrameworkRef], token: str) -> None:
@@ -176,27 +224,21 @@ def _preflight(kube: Kube, refs: set[FrameworkRef], token: str) -> None:
 
 
 def suspend_jobs(kube: Kube, node: str, workloads: list[Workload], token: str) -> list[str]:
-    """Suspend every job of a framework holder (recorded on the node first); the jobs asked."""
+    """Suspend every job of a framework holder (recorded on the node first); the jobs asked.
+
+    The node's record is never taken back on an error: a PATCH whose answer was lost may have
+    been applied, and the job's pods then no longer show on the node for a retry to find it.
+    A record without a hold costs nothing (the resume skips it)."""
     refs = {_ref_of(w) for w in workloads if w.holder == "framework"}
     if not refs:
         return []
     _preflight(kube, refs, token)
-    recorded = set(parse_refs(annotations_of(kube.get(node_path(node))).get(SUSPENDED_WORKLOADS)))
     _record_on_node(kube, node, refs, add=True)
     asked: list[str] = []
-    held: set[FrameworkRef] = set()
-    try:
-        for ref in sorted(refs):
-            obj, flipped = _patch_holds(kube, ref, "hold", token)
-            if obj is not None and token in holds_of(obj):
-                held.add(ref)
-            if flipped:
-                asked.append(f"suspended {ref.shown}")
-    except BaseException:
-        # Refused (RBAC, a webhook) or cut short: the node keeps no record of a job it does
-        # not hold, so nothing is left behind that this attempt did not do.
-        _record_on_node(kube, node, refs - held - recorded, add=False)
-        raise
+    for ref in sorted(refs):
+        _, flipped = _patch_holds(kube, ref, "hold", token, node)
+        if flipped:
+            asked.append(f"suspended {ref.shown}")
     return asked
 
 
@@ -205,30 +247,37 @@ def resume_workloads(call: ModuleCall, args: ResumeWorkloadsArgs) -> ModuleResul
     node = node_name(call, args.node)
     kube = kube_for(call)
     token = args.token or checkpoint_token(call.run_id, node)
-    refs = parse_refs(annotations_of(kube.get(node_path(node))).get(SUSPENDED_WORKLOADS))
-    data: dict[str, object] = {"node": node, "token": token, "workloads": [str(r) for r in refs]}
+    refs, bad = read_refs(annotations_of(kube.get(node_path(node))).get(SUSPENDED_WORKLOADS))
+    data: dict[str, object] = {
+        "node": node,
+        "token": token,
+        "workloads": [str(r) for r in refs],
+        "unreadable": bad,
+    }
+    ignored = f"; ignored entries that name no suspendable object: {', '.join(bad)}" if bad else ""
     if not refs:
-        return ModuleResult(msg=f"no training job suspended for {node}", data=data)
+        return ModuleResult(msg=f"no training job suspended for {node}{ignored}", data=data)
     if call.check_mode:
         return ModuleResult(
-            changed=True, msg=f"would release {node}'s hold on {', '.join(r.shown for r in refs)}", data=data
+            changed=True,
+            msg=f"would release {node}'s hold on {', '.join(r.shown for r in refs)}{ignored}",
+            data=data,
         )
     resumed: list[str] = []
     held: list[str] = []
     gone: list[str] = []
     for ref in refs:
-        obj, flipped = _patch_holds(kube, ref, "release", token)
+        obj, flipped = _patch_holds(kube, ref, "release", token, node)
         if obj is None:
             gone.append(ref.shown)
         elif flipped:
             resumed.append(ref.shown)
-        elif _stopped(kube, ref, obj)[0]:
-            others = sorted(holds_of(obj))
+        elif others := sorted(holds_of(obj)):
             held.append(
                 f"{ref.shown} ({describe_suspended(obj, ref.spec)}; still held by {', '.join(others)})"
-                if others
-                else f"{ref.shown} (suspended by its owner: left suspended)"
             )
+        elif _owner_stopped(kube, ref, obj):
+            held.append(f"{ref.shown} (suspended by its owner: left suspended)")
     _record_on_node(kube, node, set(refs), add=False)
     parts = []
     if resumed:
@@ -239,6 +288,15 @@ def resume_workloads(call: ModuleCall, args: ResumeWorkloadsArgs) -> ModuleResul
         parts.append(f"gone: {', '.join(gone)}")
     return ModuleResult(
         changed=bool(resumed),
-        msg="; ".join(parts) or f"nothing of {node}'s to resume",
+        msg=("; ".join(parts) or f"nothing of {node}'s to resume") + ignored,
         data={**data, "resumed": resumed, "left_suspended": held, "gone": gone},
     )
+
+
+def _owner_stopped(kube: Kube, ref: FrameworkRef, obj: Obj) -> bool:
+    """Whether a job pitstop holds no more is stopped by someone else (for the report only: a
+    refused Kueue lookup makes it unknown, not a failure of the resume)."""
+    try:
+        return _stopped(kube, ref, obj)[0]
+    except ApiStatus:
+        return False

@@ -23,13 +23,19 @@ from typing import Any, Literal
 
 from pitstop.kube.annotations import (
     CHECKPOINT_DONE,
-    CHECKPOINT_PROTOCOL,
     CHECKPOINT_REQUESTED,
     GANG_LABEL,
     TRAINING_ANNOTATION,
 )
 from pitstop.kube.objects import Obj, annotations_of, controller_of, labels_of, namespace_of
-from pitstop.kube.suspend import FrameworkRef, holds_of, speaks_suspend, suspend_field, suspendable
+from pitstop.kube.suspend import (
+    FrameworkRef,
+    holds_of,
+    speaks_annotation,
+    speaks_suspend,
+    suspend_field,
+    suspendable,
+)
 from pitstop.kube.training import Recognition, recognise
 
 CheckpointState = Literal["not-training", "no-protocol", "not-requested", "requested", "acknowledged"]
@@ -57,7 +63,11 @@ def framework_ref(pod: Mapping[str, Any], job: Mapping[str, Any] | None) -> Fram
         ref = controller_of(obj)
         if ref is not None and suspendable(str(ref.get("apiVersion") or ""), str(ref.get("kind") or "")):
             return FrameworkRef(
-                str(ref["apiVersion"]), str(ref["kind"]), namespace_of(obj), str(ref.get("name"))
+                str(ref["apiVersion"]),
+                str(ref["kind"]),
+                namespace_of(obj),
+                str(ref.get("name")),
+                str(ref.get("uid") or ""),
             )
     return None
 
@@ -112,9 +122,9 @@ class Workload:
     def holder(self) -> Literal["pod", "job", "framework"] | None:
         """Which object speaks the protocol: the pod itself, else its Job (the annotation
         protocol), else its operator's object (protocol suspend), else none."""
-        if annotations_of(self.pod).get(CHECKPOINT_PROTOCOL):
+        if speaks_annotation(self.pod):
             return "pod"
-        if self.job is not None and annotations_of(self.job).get(CHECKPOINT_PROTOCOL):
+        if self.job is not None and speaks_annotation(self.job):
             return "job"
         if self.framework is not None and speaks_suspend(self.framework):
             return "framework"

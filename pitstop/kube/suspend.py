@@ -38,8 +38,9 @@ pitstop keeps two records, so nothing is lost if a worker dies between steps:
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from pitstop.kube.annotations import CHECKPOINT_PROTOCOL, SUSPENDED_FOR
@@ -86,12 +87,14 @@ def suspendable(api_version: str, kind: str) -> Suspendable | None:
 @dataclass(frozen=True, order=True)
 class FrameworkRef:
     """A framework object by apiVersion, kind, namespace and name; written as
-    `<group>/<version>/<Kind>/<namespace>/<name>` in the node's record."""
+    `<group>/<version>/<Kind>/<namespace>/<name>` in the node's record. `uid` is the one the
+    pod's ownerReference names (not recorded): the object read must be that very object."""
 
     api_version: str
     kind: str
     namespace: str
     name: str
+    uid: str = field(default="", compare=False)
 
     def __str__(self) -> str:
         return f"{self.api_version}/{self.kind}/{self.namespace}/{self.name}"
@@ -109,8 +112,19 @@ class FrameworkRef:
 
     @classmethod
     def parse(cls, text: str) -> FrameworkRef:
+        """An entry of a node's record. The annotation is writable by others (the node's own
+        kubelet, anyone who may patch nodes): every part is checked as the apiserver would
+        accept it, so a crafted entry can name nothing but a suspendable kind's object."""
         parts = text.strip().split("/")
-        if len(parts) != 5 or not all(parts) or suspendable(f"{parts[0]}/{parts[1]}", parts[2]) is None:
+        valid = (
+            len(parts) == 5
+            and suspendable(f"{parts[0]}/{parts[1]}", parts[2]) is not None
+            and _VERSION.fullmatch(parts[1]) is not None
+            and _DNS_LABEL.fullmatch(parts[3]) is not None
+            and len(parts[4]) <= 253
+            and _DNS_SUBDOMAIN.fullmatch(parts[4]) is not None
+        )
+        if not valid:
             raise ValueError(
                 f"not a suspendable framework object {text!r} "
                 "(expected <group>/<version>/<Kind>/<namespace>/<name>)"
@@ -118,9 +132,32 @@ class FrameworkRef:
         return cls(f"{parts[0]}/{parts[1]}", parts[2], parts[3], parts[4])
 
 
+_VERSION = re.compile(r"v[0-9]+((alpha|beta)[0-9]+)?")
+_DNS_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?")
+_DNS_SUBDOMAIN = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
+
+
 def parse_refs(text: str | None) -> list[FrameworkRef]:
     """The node's record; an entry that is not ours is an error, never silently skipped."""
-    return sorted({FrameworkRef.parse(item) for item in (text or "").split(",") if item.strip()})
+    refs, bad = read_refs(text)
+    if bad:
+        FrameworkRef.parse(bad[0])  # raises, naming it
+    return refs
+
+
+def read_refs(text: str | None) -> tuple[list[FrameworkRef], list[str]]:
+    """The node's record read leniently: the valid entries, and the others to report (one bad
+    entry must not keep the jobs after it suspended)."""
+    refs: set[FrameworkRef] = set()
+    bad: list[str] = []
+    for item in (text or "").split(","):
+        if not item.strip():
+            continue
+        try:
+            refs.add(FrameworkRef.parse(item))
+        except ValueError:
+            bad.append(item.strip())
+    return sorted(refs), bad
 
 
 def join_refs(refs: set[FrameworkRef] | list[FrameworkRef]) -> str | None:
@@ -129,6 +166,13 @@ def join_refs(refs: set[FrameworkRef] | list[FrameworkRef]) -> str | None:
 
 def speaks_suspend(obj: Mapping[str, Any]) -> bool:
     return annotations_of(obj).get(CHECKPOINT_PROTOCOL, "").strip().lower() == SUSPEND_PROTOCOL
+
+
+def speaks_annotation(obj: Mapping[str, Any]) -> bool:
+    """The annotation protocol: any value but `suspend`, which an operator may copy down from
+    the job onto its Jobs and pods (Trainer's TrainJob does) without them answering requests."""
+    value = annotations_of(obj).get(CHECKPOINT_PROTOCOL, "").strip().lower()
+    return bool(value) and value != SUSPEND_PROTOCOL
 
 
 def kueue_managed(obj: Mapping[str, Any]) -> bool:

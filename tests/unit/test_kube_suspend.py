@@ -12,6 +12,8 @@ from pitstop.kube.suspend import (
     join_refs,
     kueue_managed,
     parse_refs,
+    read_refs,
+    speaks_annotation,
     suspend_field,
     suspend_patch,
     suspendable,
@@ -73,3 +75,33 @@ def test_the_nodes_record_round_trips_and_refuses_what_is_not_ours() -> None:
 def test_kueue_managed_objects_are_known_by_their_queue_label() -> None:
     assert kueue_managed({"metadata": {"labels": {"kueue.x-k8s.io/queue-name": "team-a"}}})
     assert not kueue_managed({"metadata": {"labels": {"app": "x"}}})
+
+
+@pytest.mark.parametrize(
+    "entry",
+    [
+        "kubeflow.org/anything here/PyTorchJob/training/x",  # not a version
+        "kubeflow.org/v1/PyTorchJob/Other-NS/x",  # not a namespace name
+        "kubeflow.org/v1/PyTorchJob/training/x?y",  # not an object name
+        "kubeflow.org/v1/PyTorchJob/training/../../secrets",  # extra parts
+    ],
+)
+def test_a_crafted_record_entry_is_refused_and_read_leniently_beside_good_ones(entry: str) -> None:
+    """The node annotation is writable by others: an entry must name a suspendable object the
+    apiserver would accept, and one bad entry does not hide the good ones."""
+    with pytest.raises(ValueError, match="not a suspendable framework object"):
+        FrameworkRef.parse(entry)
+    good = "ray.io/v1/RayCluster/training/rl"
+    refs, bad = read_refs(f"{entry},{good}")
+    assert refs == [FrameworkRef("ray.io/v1", "RayCluster", "training", "rl")] and bad == [entry]
+
+
+def test_a_suspend_value_copied_onto_a_jobs_pods_is_not_the_annotation_protocol() -> None:
+    """Trainer copies a TrainJob's annotations onto its Jobs and pods: `suspend` there must not
+    make pitstop wait for a checkpoint-done those pods never write."""
+    pod = owned("Job", "batch/v1", "train-node-0")
+    pod["metadata"]["annotations"] = {"pitstop.dev/checkpoint-protocol": "suspend"}  # type: ignore[index]
+    assert Workload(pod, None, None).holder is None
+    assert not speaks_annotation(pod) and speaks_annotation(
+        {"metadata": {"annotations": {"pitstop.dev/checkpoint-protocol": "annotation"}}}
+    )

@@ -281,3 +281,27 @@ def test_an_attempt_cut_short_between_the_hold_and_the_workload_is_finished_by_t
     assert SUSPENDED_FOR not in (framework(sim, "pytorchjob")["metadata"].get("annotations") or {})
     assert workload_of(sim, "pytorchjob")["spec"]["active"] is True
     assert SUSPENDED_WORKLOADS not in (sim.get("nodes", "gpu-node-001")["metadata"].get("annotations") or {})  # type: ignore[index]
+
+
+def test_a_hold_an_earlier_run_left_on_this_node_is_given_back_and_a_bad_entry_is_reported(
+    start_sim: StartSim, module_runner: ModuleRunner
+) -> None:
+    """An aborted run stops without its rescue: its hold (`run-0/<node>`) stays. The next run's
+    resume on the node gives the job back; an entry that names nothing pitstop may touch is
+    reported, not followed, and does not keep the other jobs stopped."""
+    sim = start_sim(cluster())
+    module_runner(cordon, sim, {})
+    module_runner(
+        wait_for_workloads, sim, {"timeout_seconds": 30, "poll_interval_seconds": 0.1}, run_id="run-0"
+    )
+    record = sim.get("nodes", "gpu-node-001")["metadata"]["annotations"][SUSPENDED_WORKLOADS]  # type: ignore[index]
+    crafted = "kubeflow.org/v1/PyTorchJob/kube-system/../secrets"
+    sim.patch(
+        "nodes", "gpu-node-001", {"metadata": {"annotations": {SUSPENDED_WORKLOADS: f"{crafted},{record}"}}}
+    )
+    result = module_runner(resume_workloads, sim, {}, run_id="run-1")
+    assert result.msg.startswith("resumed JobSet training/jobset-job, PyTorchJob training/pytorchjob-job, ")
+    assert result.msg.endswith(f"; ignored entries that name no suspendable object: {crafted}")
+    assert not any(suspended(framework(sim, fw)) for fw in KINDS)
+    notes = sim.get("nodes", "gpu-node-001")["metadata"]["annotations"]  # type: ignore[index]
+    assert notes[SUSPENDED_WORKLOADS] == crafted  # left for a person to see, never acted on
