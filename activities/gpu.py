@@ -8,6 +8,7 @@ tool's real output format with `pitstop.gpu`.
 
 from __future__ import annotations
 
+from pathlib import PurePosixPath
 from typing import Any
 
 from activities.baseline import for_run as baseline_for_run
@@ -122,13 +123,13 @@ def nccl_test(call: ModuleCall, args: NcclTestArgs) -> ModuleResult:
         return skipped
     gpus = args.gpus if args.gpus is not None else _node_gpus(call)
     command = [args.binary, "-b", args.min_bytes, "-e", args.max_bytes, "-f", "4", "-g", str(max(1, gpus))]
+    # The tool by its name in what people read; the image may need the full path to run it.
+    tool = PurePosixPath(args.binary).name or args.binary
     job = _job(call, args, "nccl", args.image, command)
     try:
         result = parse_nccl(job.stdout or "")
     except NcclParseError as exc:
-        return ModuleResult(
-            failed=True, msg=f"{args.binary}: {exc} ({job.msg})", stdout=job.stdout, data=job.data
-        )
+        return ModuleResult(failed=True, msg=f"{tool}: {exc} ({job.msg})", stdout=job.stdout, data=job.data)
     busbw = result.avg_busbw_gbps
     data: dict[str, Any] = {
         **job.data,
@@ -148,10 +149,8 @@ def nccl_test(call: ModuleCall, args: NcclTestArgs) -> ModuleResult:
         problems.append(f"avg bus bandwidth {busbw:g} GB/s is below the minimum {args.min_busbw_gbps:g} GB/s")
     _against_baseline(store, call.run_id, args, "nccl_busbw_gbps", busbw, data, problems)
     if problems:
-        return ModuleResult(
-            failed=True, msg=f"{args.binary} on {call.host}: " + "; ".join(problems), data=data
-        )
-    return ModuleResult(msg=f"{args.binary}: avg bus bandwidth {busbw:g} GB/s", data=data)
+        return ModuleResult(failed=True, msg=f"{tool} on {call.host}: " + "; ".join(problems), data=data)
+    return ModuleResult(msg=f"{tool}: avg bus bandwidth {busbw:g} GB/s", data=data)
 
 
 @module_activity(CUDA_CHECK)
