@@ -24,7 +24,7 @@ from pitstop.acceptance.bench import SOURCES, read_bench
 from pitstop.acceptance.judge import Measurement, not_measured
 from pitstop.contracts import ModuleCall
 from pitstop.gpu.dcgm import DiagParseError, dcgmi_diag_command, parse_dcgm_diag
-from pitstop.gpu.nccl import NcclParseError, parse_nccl
+from pitstop.gpu.nccl import NcclParseError, nccl_tests_command, parse_nccl
 from pitstop.kube.names import job_name
 from pitstop.module_args.acceptance import AcceptanceArgs, JobSpec
 from pitstop.module_args.kube import ConfigMapMount, JobArgs
@@ -139,8 +139,8 @@ def nccl(jobs: Jobs) -> Measurement:
     per_node: dict[str, float] = {}
     problems: list[str] = []
     for node in jobs.args.nodes:
-        gpus = max(1, jobs.gpus.get(node, (0, 0, []))[0])
-        command = [cfg.binary, "-b", cfg.min_bytes, "-e", cfg.max_bytes, "-f", "4", "-g", str(gpus)]
+        gpus = jobs.gpus.get(node, (0, 0, []))[0]
+        command = nccl_tests_command(cfg.binary, cfg.min_bytes, cfg.max_bytes, gpus)
         run = jobs.run("nccl", node, cfg.image, command)
         if not run.finished:
             problems.append(f"{node}: {run.msg}")

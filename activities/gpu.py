@@ -19,7 +19,7 @@ from pitstop.baseline import Threshold, compare
 from pitstop.contracts import ModuleCall, ModuleResult
 from pitstop.gpu.cuda import CudaParseError, p2p_devices, parse_device_query, parse_p2p
 from pitstop.gpu.dcgm import DiagParseError, dcgmi_diag_command, parse_dcgm_diag
-from pitstop.gpu.nccl import NcclParseError, nccl_check_problems, parse_nccl
+from pitstop.gpu.nccl import NcclParseError, nccl_check_problems, nccl_tests_command, parse_nccl
 from pitstop.gpu.thresholds import p2p_floor
 from pitstop.module_args.gpu import (
     CUDA_CHECK,
@@ -122,7 +122,7 @@ def nccl_test(call: ModuleCall, args: NcclTestArgs) -> ModuleResult:
     if (skipped := _checked(call, args.binary)) is not None:
         return skipped
     gpus = args.gpus if args.gpus is not None else _node_gpus(call)
-    command = [args.binary, "-b", args.min_bytes, "-e", args.max_bytes, "-f", "4", "-g", str(max(1, gpus))]
+    command = nccl_tests_command(args.binary, args.min_bytes, args.max_bytes, gpus)
     # The tool by its name in what people read; the image may need the full path to run it.
     tool = PurePosixPath(args.binary).name or args.binary
     job = _job(call, args, "nccl", args.image, command)

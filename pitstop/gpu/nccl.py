@@ -215,3 +215,9 @@ def nccl_check_problems(result: NcclResult) -> list[str]:
     if not result.check_column:
         problems.append("the results were not checked (validation off, `-c 0`)")
     return problems
+
+
+def nccl_tests_command(binary: str, min_bytes: str, max_bytes: str, gpus: int) -> list[str]:
+    """The nccl-tests argv every probe runs: sizes min..max by a factor of 4, on `gpus` GPUs
+    (at least one) of the node."""
+    return [binary, "-b", min_bytes, "-e", max_bytes, "-f", "4", "-g", str(max(1, gpus))]

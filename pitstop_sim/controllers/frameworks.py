@@ -48,7 +48,7 @@ BY_KIND = {kind: storage for storage, kind in STORAGES.items()}
 DIRECT = {"PyTorchJob": "pytorchjob", "RayCluster": "raycluster"}  # operators owning pods themselves
 
 
-def _suspended(obj: Obj) -> bool:
+def is_suspended(obj: Obj) -> bool:
     spec = obj.get("spec") or {}
     if obj.get("kind") == "PyTorchJob":
         return bool((spec.get("runPolicy") or {}).get("suspend"))
@@ -64,10 +64,6 @@ def with_suspend(obj: Obj, value: bool) -> Obj:
     else:
         spec["suspend"] = value
     return updated
-
-
-def is_suspended(obj: Obj) -> bool:
-    return _suspended(obj)
 
 
 class FrameworkController(Controller):
@@ -120,7 +116,7 @@ class FrameworkController(Controller):
         status = clone(obj.get("status") or {})
         conditions = list(status.get("conditions") or [])
         kind, name = str(obj.get("kind")), name_of(obj)
-        if _suspended(obj):
+        if is_suspended(obj):
             for pod in active:
                 self.manager.kubelet.terminate(pod)
             if kind == "PyTorchJob":
@@ -198,7 +194,7 @@ class FrameworkController(Controller):
         def create() -> None:
             self._creating.discard(uid)
             current = self.ctx.store.get(storage, ns, name)
-            if current is None or meta(current).get("uid") != uid or _suspended(current):
+            if current is None or meta(current).get("uid") != uid or is_suspended(current):
                 return
             live = [p for p in self._pods(current) if not is_terminating(p)]
             taken = {name_of(p) for p in self._pods(current)}
@@ -243,7 +239,7 @@ class FrameworkController(Controller):
     # --- JobSet: the operator owns Jobs -------------------------------------------------------
 
     def _jobset(self, storage: str, obj: Obj) -> None:
-        suspend = _suspended(obj)
+        suspend = is_suspended(obj)
         jobs = [o for s, o in self.ctx.store.dependents(meta(obj).get("uid", "")) if s == "jobs"]
         for job in jobs:
             if bool((job.get("spec") or {}).get("suspend")) != suspend:
