@@ -116,9 +116,9 @@ def _stopped(kube: Kube, ref: FrameworkRef, obj: Obj) -> tuple[bool, Obj | None]
     return (workload.get("spec") or {}).get("active") is False, workload
 
 
-def _set_active(kube: Kube, workload: Obj, active: bool) -> None:
+def _set_active(kube: Kube, workload: Obj, active: bool, *, dry_run: bool = False) -> None:
     path = namespaced(KUEUE_API, "workloads", namespace_of(workload), name_of(workload))
-    kube.patch(path, {"spec": {"active": active}})
+    kube.patch(path, {"spec": {"active": active}}, dry_run=dry_run)
 
 
 def _patch_holds(
@@ -219,8 +219,7 @@ def _preflight(kube: Kube, refs: set[FrameworkRef], token: str) -> None:
         _, workload = _stopped(kube, ref, obj)
         kube.patch(framework_path(ref), {"metadata": {"annotations": {SUSPENDED_FOR: token}}}, dry_run=True)
         if workload is not None:
-            path = namespaced(KUEUE_API, "workloads", namespace_of(workload), name_of(workload))
-            kube.patch(path, {"spec": {"active": False}}, dry_run=True)
+            _set_active(kube, workload, False, dry_run=True)
 
 
 def suspend_jobs(kube: Kube, node: str, workloads: list[Workload], token: str) -> list[str]:
