@@ -20,6 +20,7 @@ from typing import Any
 from temporalio import activity
 
 from activities.kube.inventory import ClusterUnreachable, resolve_dynamic_groups
+from activities.plan_waves import HostRenderer, plan_waves
 from pitstop.approvals import GateRule
 from pitstop.contracts import ModuleExec, Plan, PlanHashes, PlannedStage, RetryExec, RunRequest
 from pitstop.errors import ErrorType, make_error
@@ -38,9 +39,13 @@ from pitstop.runbook import (
 )
 from pitstop.runbook.durations import parse_duration
 from pitstop.runbook.eviction import bypass_notes
+from pitstop.runbook.models import Observe, Stage
 from pitstop.slack.config import run_default_channel
+from workflows.waves import gate_template
 
 LOCALHOST = "localhost"
+# PlannedStage fields that follow from the runbook and vars (hashed as such), not from the hosts.
+_DERIVED_FROM_RUNBOOK = {"warnings", "observe_seconds", "wave_observe_seconds", "coverage"}
 
 
 def runbook_dir() -> Path:
@@ -128,21 +133,24 @@ def plan_from(runbook: Runbook, inventory: Inventory, request: RunRequest, defau
             hv = hostvars.setdefault(host, _hostvars(inventory, host))
             domains[host] = _domain(stage.rolling.domain if stage.rolling else None, hv, runbook, stage.vars)
         warnings = [f"stage '{stage.name}': {notes[stage.name]}"] if stage.name in notes else []
-        stages.append(
-            PlannedStage(
-                name=stage.name,
-                hosts=hosts,
-                domains=domains,
-                warnings=warnings,
-                observe_seconds=_observe_seconds(stage, runbook, request.vars),
-            )
+        planned = PlannedStage(
+            name=stage.name,
+            hosts=hosts,
+            domains=domains,
+            warnings=warnings,
+            observe_seconds=_observe_seconds(stage.observe, stage, runbook, request.vars),
         )
+        if stage.waves is not None:
+            render_host = _host_renderer(inventory, hostvars, runbook)
+            wave_window = _observe_seconds(stage.waves.observe, stage, runbook, request.vars)
+            planned = plan_waves(planned, stage, stages, render_host, request.vars, wave_window)
+        stages.append(planned)
     hostvars.setdefault(LOCALHOST, _hostvars(inventory, LOCALHOST))
     cluster = inventory.cluster
     plan_body = {
         "runbook": _canonical(runbook.model_dump(mode="json")),
         # Warnings and the observe window derive from the runbook and vars (hashed): not hosts.
-        "stages": [s.model_dump(mode="json", exclude={"warnings", "observe_seconds"}) for s in stages],
+        "stages": [_hosts_part(s) for s in stages],
     }
     hashes = PlanHashes(
         runbook=_sha(plan_body["runbook"]),
@@ -181,6 +189,13 @@ def plan_from(runbook: Runbook, inventory: Inventory, request: RunRequest, defau
     )
 
 
+def _hosts_part(stage: PlannedStage) -> dict[str, Any]:
+    """What of a planned stage follows from the hosts (hashed as `hosts`); a stage without
+    waves hashes as it did before waves existed."""
+    exclude = set(_DERIVED_FROM_RUNBOOK) | (set() if stage.waves else {"waves", "wave_of"})
+    return stage.model_dump(mode="json", exclude=exclude)
+
+
 def _stage_hosts(inventory: Inventory, pattern: str) -> list[str]:
     if pattern.strip() in (LOCALHOST, "127.0.0.1") and LOCALHOST not in inventory.hosts:
         return [LOCALHOST]
@@ -205,13 +220,24 @@ def _domain(
     return str(value)
 
 
-def _observe_seconds(stage: Any, runbook: Runbook, extra_vars: dict[str, Any]) -> float | None:
-    """The stage's observe window in seconds; a templated one rendered with the play's vars
-    (the runbook's, the stage's, then `-e`), refused with the stage named when it is not a
-    duration."""
-    if stage.observe is None:
+def _host_renderer(
+    inventory: Inventory, hostvars: dict[str, dict[str, Any]], runbook: Runbook
+) -> HostRenderer:
+    def render_host(expression: str, host: str, stage: Stage, extra: dict[str, Any]) -> str:
+        hv = hostvars.setdefault(host, _hostvars(inventory, host))
+        return str(render(expression, {**hv, **runbook.vars, **stage.vars, **extra}))
+
+    return render_host
+
+
+def _observe_seconds(
+    observe: Observe | None, stage: Stage, runbook: Runbook, extra_vars: dict[str, Any]
+) -> float | None:
+    """An observe window in seconds; a templated one rendered with the play's vars (the
+    runbook's, the stage's, then `-e`), refused with the stage named when it is not a duration."""
+    if observe is None:
         return None
-    value = stage.observe.duration
+    value = observe.duration
     if isinstance(value, float | int):
         return float(value)
     try:
@@ -240,6 +266,9 @@ def _gates(runbook: Runbook) -> dict[str, GateRule]:
         )
 
     for stage in runbook.stages:
+        wave_gate = stage.waves.gate if stage.waves else None
+        if wave_gate is not None:
+            gates[gate_template(stage.name)] = rule(gate_template(stage.name), wave_gate)
         if stage.gate is not None:
             if stage.gate.before:
                 gates[f"{stage.name}:before"] = rule(f"{stage.name}:before", stage.gate)

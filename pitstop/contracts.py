@@ -189,6 +189,19 @@ class ModuleExec(BaseModel):
     local: LocalMode = "never"
 
 
+class CanaryCover(BaseModel):
+    """One value of a `waves.canary.cover` expression among a stage's hosts (a GPU product, a
+    pool), how many hosts have it, and the canary-stage hosts that have it too."""
+
+    model_config = ConfigDict(frozen=True)
+
+    cover: str
+    value: str
+    hosts: int
+    example: str
+    canaries: list[str]
+
+
 class PlannedStage(BaseModel):
     model_config = ConfigDict(frozen=True)
 
@@ -201,6 +214,16 @@ class PlannedStage(BaseModel):
     # `observe.duration` in seconds as planned (a templated one resolved with the run's vars);
     # None: the stage has no observe window, or a plan made before durations could be templated.
     observe_seconds: float | None = None
+    # `waves`: the waves in the order they run, each host's wave, and each wave's observe
+    # window in seconds (empty/None for a stage without waves).
+    waves: list[str] = Field(default_factory=list)
+    wave_of: dict[str, str] = Field(default_factory=dict)
+    wave_observe_seconds: float | None = None
+    # `waves.canary`: each value the stage's hosts need a passed canary for, and its canaries.
+    coverage: list[CanaryCover] = Field(default_factory=list)
+
+    def wave_hosts(self, wave: str) -> list[str]:
+        return [h for h in self.hosts if self.wave_of.get(h) == wave]
 
 
 class Plan(BaseModel):
@@ -374,6 +397,8 @@ class StageStatus(BaseModel):
     hosts: dict[str, HostState] = Field(default_factory=dict)
     blocked_reason: str | None = None
     rollback_reason: str | None = None
+    # The wave in progress ("2/3 zone-b") of a stage with `waves`.
+    wave: str | None = None
 
 
 class RunStatus(BaseModel):
@@ -396,6 +421,18 @@ class RunStatus(BaseModel):
     notices: list[str] = Field(default_factory=list)
 
 
+class WaveReport(BaseModel):
+    """One wave of a stage with `waves`: when its hosts started and ended, and its window."""
+
+    wave: str
+    number: int
+    hosts: int
+    gate: str | None = None
+    started_at: datetime | None = None
+    hosts_ended_at: datetime | None = None
+    observed_until: datetime | None = None
+
+
 class StageReport(BaseModel):
     name: str
     status: StageState
@@ -403,6 +440,7 @@ class StageReport(BaseModel):
     rollback_reason: str | None = None
     rollback_hosts: list[HostResult] = Field(default_factory=list)
     observations: list[HostResult] = Field(default_factory=list)
+    waves: list[WaveReport] = Field(default_factory=list)
 
 
 class RunReport(BaseModel):
@@ -547,6 +585,7 @@ class HostNotice(BaseModel):
 
 
 StagePhase = Literal["gate_before", "hosts", "observe", "gate_after", "done"]
+WavePhase = Literal["gate", "hosts", "observe"]
 
 
 class StageProgress(BaseModel):
@@ -556,6 +595,9 @@ class StageProgress(BaseModel):
     failed: list[str] = Field(default_factory=list)
     skipped: list[str] = Field(default_factory=list)
     observe_round: int = 0
+    # A stage with `waves`: the wave in progress and where it is (its gate, hosts, window).
+    wave_index: int = 0
+    wave_phase: WavePhase = "gate"
 
 
 class RunProgress(BaseModel):

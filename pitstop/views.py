@@ -3,6 +3,8 @@ and `pitstop demo`."""
 
 from __future__ import annotations
 
+from datetime import datetime
+
 from rich.console import Group
 from rich.table import Table
 from rich.text import Text
@@ -63,6 +65,8 @@ def status_view(status: RunStatus) -> Group:
             counts[value] = counts.get(value, 0) + 1
         summary = ", ".join(f"{v} {k}" for k, v in sorted(counts.items()))
         note = stage.rollback_reason or stage.blocked_reason or ""
+        if stage.wave and not stage.rollback_reason:
+            note = f"wave {stage.wave}" + (f"; {note}" if note else "")
         stages.add_row(stage.name, styled(stage.status), summary, note)
     parts: list[Table | Text] = [head, stages]
     if status.gates:
@@ -138,6 +142,8 @@ def report_view(report: RunReport, ok_rows: int | None = OK_ROWS_SHOWN) -> Group
                 stage.name, f"… {len(hidden)} more", styled("ok"), "", "", "(--all-hosts lists them)"
             )
     parts: list[Table | Text] = [head, hosts]
+    if any(stage.waves for stage in report.stages):
+        parts.append(waves_table(report))
     if report.gates:
         parts.append(gates_table(report.gates))
     if report.msg:
@@ -145,3 +151,26 @@ def report_view(report: RunReport, ok_rows: int | None = OK_ROWS_SHOWN) -> Group
     parts.extend(Text(f"{a.name}: {a.uri}", style="cyan") for a in report.artifacts)
     parts.extend(Text(f"notice: {n}", style="yellow") for n in report.notices)
     return Group(*parts)
+
+
+def waves_table(report: RunReport) -> Table:
+    """One row per wave of the stages that ran in waves: when its hosts ran and were watched."""
+    table = Table(title="waves", title_justify="left")
+    for column in ("stage", "wave", "hosts", "gate", "started", "hosts ended", "observed until"):
+        table.add_column(column)
+
+    def at(moment: datetime | None) -> str:
+        return moment.strftime("%H:%M:%S") if moment is not None else "-"
+
+    for stage in report.stages:
+        for wave in stage.waves:
+            table.add_row(
+                Text(stage.name),
+                Text(f"{wave.number} {wave.wave}"),  # as written: no markup, no emoji codes
+                str(wave.hosts),
+                Text(wave.gate or "-"),
+                at(wave.started_at),
+                at(wave.hosts_ended_at),
+                at(wave.observed_until),
+            )
+    return table

@@ -23,7 +23,7 @@ from pitstop.runbook.templating import is_template
 
 LOCALHOST = "localhost"
 # `stage` and `run` keys whose size grows with the fleet; the others are always sent.
-STAGE_FLEET_KEYS = ("hosts", "done_hosts", "failed_hosts", "skipped_hosts", "results")
+STAGE_FLEET_KEYS = ("hosts", "done_hosts", "failed_hosts", "skipped_hosts", "results", "wave_hosts")
 RUN_FLEET_KEYS = ("stages", "gates")
 
 

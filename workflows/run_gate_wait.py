@@ -23,12 +23,17 @@ class GateWaits:
     def __init__(self, run: RunContext) -> None:
         self.run = run
 
-    async def stage_gate(self, gate_id: str) -> GateState:
-        """Open a stage's gate (once per run) and wait for it to close."""
+    async def stage_gate(
+        self, gate_id: str, template: str | None = None, prompt: str | None = None
+    ) -> GateState:
+        """Open a stage's gate (once per run) and wait for it to close. A wave's gate is opened
+        from its stage's rule (`template`) under its own id, with its own prompt."""
         run = self.run
         progress = run.p()
         if gate_id not in progress.gates:
-            rule = progress.plan.gates[gate_id]
+            rule = progress.plan.gates[template or gate_id]
+            if template is not None:
+                rule = rule.model_copy(update={"gate_id": gate_id, "prompt": prompt or rule.prompt})
             progress.gates[gate_id] = run_gates.open_stage_gate(
                 rule, workflow.now(), run.who(), progress.plan.check_mode
             )

@@ -61,12 +61,18 @@ class HostDriver:
             self._fleet = FleetCache(plan)
         return self._fleet
 
-    async def run_hosts(self, stage: StageRun) -> DriveOutcome:
+    async def run_hosts(self, stage: StageRun, wave: str | None = None) -> DriveOutcome:
+        """The stage's hosts (or one wave's) within the stage's windows; a wave's windows are
+        cut from its own hosts (a `serial` batch or a percentage is of the wave)."""
         self._skip_failed_earlier(stage)
         state = stage.rollout_state()
-        for eligible, limits in stage.windows(state.hosts):
-            # A serial batch is a barrier: only its hosts are eligible until it is done.
-            state.eligible = eligible
+        ordered = (
+            state.hosts if wave is None else [h for h in state.hosts if stage.plan.wave_of.get(h) == wave]
+        )
+        for eligible, limits in stage.windows(ordered):
+            # A serial batch is a barrier: only its hosts are eligible until it is done; a
+            # wave's hosts are the only ones eligible until the wave is done.
+            state.eligible = eligible if eligible is not None or wave is None else set(ordered)
             outcome = await self._drive(stage, state, limits)
             if outcome != "done":
                 return outcome

@@ -41,15 +41,19 @@ class Compensation:
         self.run = run
         self.driver = driver
 
-    async def observe(self, stage: StageRun) -> str | None:
-        """Watch the stage for `observe.duration`: run the checks every `interval`; a failing
-        check, or an operator's rollback, is a rollback trigger."""
+    async def observe(self, stage: StageRun, wave: str | None = None) -> str | None:
+        """Watch the stage (or its wave) for `observe.duration`: run the checks every
+        `interval`; a failing check, or an operator's rollback, is a rollback trigger."""
         run = self.run
         progress = stage.current()
-        observe = stage.rule.observe
-        assert observe is not None
+        observe = stage.rule.observe if wave is None else stage.rule.waves and stage.rule.waves.observe
+        assert observe
+        seconds = observe_seconds(stage) if wave is None else stage.plan.wave_observe_seconds
+        assert seconds is not None
+        where = f"stage {stage.name!r}" if wave is None else f"stage {stage.name!r}, wave {wave!r}"
+        child = f"{stage.name}/observe" if wave is None else f"{stage.name}/wave/{wave}/observe"
         interval = max(observe.interval, MIN_OBSERVE_INTERVAL_S)
-        rounds = max(1, math.floor(observe_seconds(stage) / interval + 1e-9))
+        rounds = max(1, math.floor(seconds / interval + 1e-9))
         # A plan shows what the checks would say once; it does not wait out the window.
         check_mode = run.p().plan.check_mode
         while progress.observe_round < rounds:
@@ -64,12 +68,10 @@ class Compensation:
             n = progress.observe_round
             progress.observe_round += 1
             if observe.checks:
-                result = await self.driver.run_aux(
-                    stage, LOCALHOST, observe.checks, f"{stage.name}/observe/{n}"
-                )
+                result = await self.driver.run_aux(stage, LOCALHOST, observe.checks, f"{child}/{n}")
                 stage.report.observations.append(result)
                 if result.status == "failed":
-                    return f"observe check failed in stage {stage.name!r}: {result.failed_task}: {result.msg}"
+                    return f"observe check failed in {where}: {result.failed_task}: {result.msg}"
             if check_mode:
                 break
         return None

@@ -131,8 +131,14 @@ def stage_vars(stage: StageRun | None, fleet_keys: Collection[str] | None = None
         "failed_hosts": lambda: list(progress.failed) if progress else stage.hosts_with("failed"),
         "skipped_hosts": lambda: list(progress.skipped) if progress else stage.hosts_with("skipped"),
         "results": lambda: {h.host: {"status": h.status, "msg": h.msg} for h in stage.report.hosts},
+        "wave_hosts": lambda: stage.plan.wave_hosts(wave) if wave else [],
     }
     out: dict[str, Any] = {"name": stage.name}
+    waves = stage.plan.waves
+    wave = waves[progress.wave_index] if progress and progress.wave_index < len(waves) else None
+    if wave is not None and progress is not None:
+        # The wave in progress (a stage with `waves`): its name, number and how many there are.
+        out["wave"] = {"name": wave, "number": progress.wave_index + 1, "count": len(waves)}
     for key, build in heavy.items():
         if fleet_keys is None or key in fleet_keys:
             out[key] = build()

@@ -58,7 +58,7 @@ with workflow.unsafe.imports_passed_through():
     from workflows.notifier import SlackNotifier
     from workflows.run_context import RunContext
     from workflows.run_gate_wait import GateWaits
-    from workflows.run_hosts import ContinueAsNew, HostDriver
+    from workflows.run_hosts import ContinueAsNew, DriveOutcome, HostDriver
     from workflows.run_rollback import Compensation
     from workflows.run_stages import StageRun, fresh_records
     from workflows.run_start import (
@@ -67,6 +67,7 @@ with workflow.unsafe.imports_passed_through():
         requester_problem,
         requester_refusal,
     )
+    from workflows.run_waves import WaveRunner
 
 __all__ = ["STATE_FROM_CLIENT", "STATE_NOT_SIGNED", "RunbookWorkflow"]
 
@@ -96,6 +97,15 @@ class RunbookWorkflow:
         self.hosts = HostDriver(self.ctx)
         self.compensation = Compensation(self.ctx, self.hosts)
         self.gate_waits = GateWaits(self.ctx)
+        self.waves = WaveRunner(
+            self.ctx,
+            self.hosts,
+            self.compensation,
+            self.gate_waits,
+            hosts_ended=self._hosts_ended,
+            stop=self._stop_stage,
+            rollback=self._rollback,
+        )
         self._run_once_waiters: dict[str, list[str]] = {}
 
     # --- Update, Signals, Query --------------------------------------------------------
@@ -482,7 +492,12 @@ class RunbookWorkflow:
     async def _hosts_phase(self, stage: StageRun) -> StageOutcome | None:
         stage.set_status("running")
         self.ctx.set_status("running")
-        outcome = await self.hosts.run_hosts(stage)
+        if stage.plan.waves:
+            return await self.waves.run_waves(stage)
+        return await self._hosts_ended(stage, await self.hosts.run_hosts(stage))
+
+    async def _hosts_ended(self, stage: StageRun, outcome: DriveOutcome) -> StageOutcome | None:
+        """After the stage's hosts (or a wave's): stopped, rolled back, or on to what follows."""
         if self.ctx.abort_reason is not None:
             return self._stop_stage(stage, "aborted", "")
         trigger = self.hosts.rollback_trigger(stage)

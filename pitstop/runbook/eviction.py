@@ -74,7 +74,7 @@ def check(runbook: Runbook, values: dict[SourcePos, Node]) -> None:
                 refuse(task, f"in stage '{stage.name}', which has no gate before it")
             elif gate.on_timeout == "approve":
                 refuse(task, f"in stage '{stage.name}', whose gate approves itself on timeout")
-        checks = stage.observe.checks if stage.observe else []
+        checks = stage.observe_checks()
         for where, tasks in (("handlers", stage.handlers), ("rollback", stage.rollback), ("observe", checks)):
             for task in _walk(tasks):
                 if bypasses(task):

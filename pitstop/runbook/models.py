@@ -202,6 +202,32 @@ class Observe(_Frozen):
     checks: list[Task] = []
 
 
+class WaveCanary(_Frozen):
+    """Canary coverage: every value of each `cover` expression among the stage's hosts (a GPU
+    product, a pool) must have a host in stage `stage` with that value; checked when the run is
+    planned (a canary at all) and before the first wave (a canary that passed)."""
+
+    stage: str
+    cover: Annotated[
+        list[str], BeforeValidator(_str_list), Field(min_length=1), WithJsonSchema(STR_OR_LIST_SCHEMA)
+    ]
+
+
+class Waves(_Frozen):
+    """The stage's hosts in waves, one wave at a time: a wave's hosts run (under the stage's
+    `rolling`/`serial` limits), then its `observe` window; `gate` opens before every wave after
+    the first (the stage's own `gate.before` stands for the first)."""
+
+    # Expression giving a host's wave, e.g. "{{ failure_domain }}"; default: the stage's
+    # `rolling.domain` (or the host's `failure_domain`).
+    by: str | None = None
+    # Waves to run first, in this order; the others follow in inventory order.
+    order: StrList = []
+    gate: Gate | None = None
+    observe: Observe | None = None
+    canary: WaveCanary | None = None
+
+
 class Stage(_Frozen):
     """Ansible's play: a host pattern and the tasks run on each host."""
 
@@ -218,9 +244,17 @@ class Stage(_Frozen):
     rollback: list[Task] = []
     rollback_run_once: bool = False
     observe: Observe | None = None
+    waves: Waves | None = None
     vars: dict[str, Any] = {}
     tags: StrList = []
     source: SourcePos
+
+    def observe_checks(self) -> list[Task]:
+        """The checks of every observe window of the stage (its own, and its waves')."""
+        out = list(self.observe.checks) if self.observe else []
+        if self.waves is not None and self.waves.observe is not None:
+            out += self.waves.observe.checks
+        return out
 
 
 def _approver_groups(value: Any) -> Any:
@@ -246,8 +280,7 @@ class Runbook(_Frozen):
         """Every task of the runbook (nested ones included), in document order."""
         out: list[Task] = []
         for stage in self.stages:
-            checks = stage.observe.checks if stage.observe else []
-            for task in (*stage.tasks, *stage.handlers, *stage.rollback, *checks):
+            for task in (*stage.tasks, *stage.handlers, *stage.rollback, *stage.observe_checks()):
                 out.extend(task.walk())
         for task in (*self.handlers, *self.rollback):
             out.extend(task.walk())

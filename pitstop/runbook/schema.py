@@ -109,6 +109,18 @@ def _task_schema(defs: dict[str, Any]) -> dict[str, Any]:
     return {"type": "object", "properties": properties, "additionalProperties": False}
 
 
+_OBSERVE: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "duration": TEMPLATED_DURATION_JSON_SCHEMA,
+        "interval": DURATION_JSON_SCHEMA,
+        "checks": _TASKS,
+    },
+    "required": ["duration"],
+    "additionalProperties": False,
+}
+
+
 def _stage_properties() -> dict[str, Any]:
     return {
         "hosts": {"type": "string", "description": "Inventory group, host or pattern."},
@@ -127,14 +139,22 @@ def _stage_properties() -> dict[str, Any]:
         "rollback_when": _EXPRESSIONS,
         "rollback": _TASKS,
         "rollback_run_once": {"type": "boolean"},
-        "observe": {
+        "observe": _OBSERVE,
+        "waves": {
             "type": "object",
+            "description": "The stage's hosts one wave (e.g. one failure domain) at a time.",
             "properties": {
-                "duration": TEMPLATED_DURATION_JSON_SCHEMA,
-                "interval": DURATION_JSON_SCHEMA,
-                "checks": _TASKS,
+                "by": {"type": "string", "description": "Expression giving a host's wave."},
+                "order": _STRING_OR_LIST,
+                "gate": {"$ref": "#/$defs/Gate"},
+                "observe": _OBSERVE,
+                "canary": {
+                    "type": "object",
+                    "properties": {"stage": {"type": "string"}, "cover": _STRING_OR_LIST},
+                    "required": ["stage", "cover"],
+                    "additionalProperties": False,
+                },
             },
-            "required": ["duration"],
             "additionalProperties": False,
         },
         "vars": {"type": "object"},

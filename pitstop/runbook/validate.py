@@ -17,7 +17,17 @@ from pitstop.runbook._checks import (
 from pitstop.runbook._yaml import Node, YamlDoc, load_yaml
 from pitstop.runbook.errors import RunbookError, suggest
 from pitstop.runbook.inventory import Inventory
-from pitstop.runbook.models import Gate, Observe, Rolling, Runbook, SourcePos, Stage, Task
+from pitstop.runbook.models import (
+    Gate,
+    Observe,
+    Rolling,
+    Runbook,
+    SourcePos,
+    Stage,
+    Task,
+    WaveCanary,
+    Waves,
+)
 from pitstop.runbook.patterns import PatternError
 from pitstop.runbook.tasks import TaskParser, check_expressions, parse_gate
 from pitstop.runbook.templating import probing_constants
@@ -37,6 +47,7 @@ STAGE_KEYS = [
     "rollback",
     "rollback_run_once",
     "observe",
+    "waves",
     "vars",
     "tags",
 ]
@@ -115,6 +126,7 @@ def parse_runbook(
         data.pop("description", None)
     runbook = validate_model(Runbook, data, root, "runbook")
     _check_cross_references(runbook, parser, stage_nodes)
+    _check_waves(runbook, stage_nodes)
     eviction.check(runbook, parser.eviction_bypasses)
     if inventory is not None:
         for stage, (node, _) in zip(runbook.stages, stage_nodes, strict=True):
@@ -155,6 +167,8 @@ def _parse_stage(node: Node, raw: dict[str, Any], index: int, parser: TaskParser
             data[key] = parser.parse_list(node.child(key), prefix, key)
     if "observe" in raw:
         data["observe"] = _parse_observe(node.child("observe"), name, parser)
+    if "waves" in raw:
+        data["waves"] = _parse_waves(node.child("waves"), name, parser)
     line, column = node.pos()
     data["source"] = SourcePos(path=node.path, line=line, column=column)
     stage = validate_model(Stage, data, node, f"stage '{name}'")
@@ -169,6 +183,51 @@ def _parse_observe(node: Node, stage_name: str, parser: TaskParser) -> Observe:
     if "checks" in raw:
         data["checks"] = parser.parse_list(node.child("checks"), f"{stage_name}/observe", "checks")
     return validate_model(Observe, data, node, "observe")
+
+
+def _parse_waves(node: Node, stage_name: str, parser: TaskParser) -> Waves:
+    raw = require_mapping(node, "waves")
+    node.check_keys(list(Waves.model_fields), "waves")
+    data = dict(raw)
+    if "gate" in raw:
+        gate = parse_gate(node.child("gate"))
+        if gate.before or gate.after:
+            at = node.child("gate").child("before" if gate.before else "after")
+            raise at.error(
+                f"stage '{stage_name}': a wave's gate opens before every wave after the first; "
+                "'before'/'after' do not apply (use the stage's own gate for the first wave)",
+                at_key=True,
+            )
+        parser.gates.append((gate, node.child("gate")))
+        data["gate"] = gate
+    if "observe" in raw:
+        data["observe"] = _parse_observe(node.child("observe"), f"{stage_name}/wave/observe", parser)
+    if isinstance(raw.get("canary"), dict):
+        node.child("canary").check_keys(list(WaveCanary.model_fields), "waves.canary")
+    return validate_model(Waves, data, node, "waves")
+
+
+def _check_waves(runbook: Runbook, stage_nodes: list[tuple[Node, dict[str, Any]]]) -> None:
+    """A wave's canary stage is an earlier stage of the same runbook."""
+    earlier: list[str] = []
+    for stage, (node, _) in zip(runbook.stages, stage_nodes, strict=True):
+        canary = stage.waves.canary if stage.waves else None
+        if canary is not None and canary.stage not in earlier:
+            at = node.child("waves").child("canary").child("stage")
+            known = [s.name for s in runbook.stages]
+            where = (
+                "this stage"
+                if canary.stage == stage.name
+                else "a later stage"
+                if canary.stage in known
+                else "not a stage of this runbook"
+            )
+            raise at.error(
+                f"stage '{stage.name}': waves.canary.stage '{canary.stage}' is {where}; "
+                "name a stage that runs before this one",
+                suggestion=suggest(canary.stage, earlier),
+            )
+        earlier.append(stage.name)
 
 
 def _check_disruptive(stage: Stage, node: Node, raw: dict[str, Any]) -> None:

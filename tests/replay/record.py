@@ -294,6 +294,41 @@ SCENARIOS: tuple[Scenario, ...] = (
                 check_mode: false
         """,
     ),
+    Scenario(
+        name="waves",
+        covers=(
+            "waves by failure domain: canary coverage checked before the first wave, a gate before "
+            "the second wave (approved through the `decide` Update), a window with checks per wave"
+        ),
+        hosts=6,
+        domains=2,
+        expect="succeeded",
+        children=("fleet/wave/d1/observe/0",),
+        runbook="""
+        name: replay-waves
+        approvers:
+          sre: [alice]
+        stages:
+          - name: canary
+            hosts: h00:h01
+            tasks:
+              - test.step: {value: canary}
+          - name: fleet
+            hosts: gpu:!h00:!h01
+            rolling: {max_in_flight: 2}
+            waves:
+              gate: {approvers: sre, prompt: "Next domain?"}
+              observe:
+                duration: 1s
+                interval: 1s
+                checks:
+                  - assert: {that: "stage.wave.count == 2"}
+              canary: {stage: canary, cover: "{{ failure_domain }}"}
+            tasks:
+              - name: upgrade
+                test.step: {value: "{{ inventory_hostname }}"}
+        """,
+    ),
 )
 
 

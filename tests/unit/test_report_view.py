@@ -8,7 +8,7 @@ from datetime import UTC, datetime
 
 from rich.console import Console
 
-from pitstop.contracts import HostResult, RunReport, StageReport
+from pitstop.contracts import HostResult, RunReport, StageReport, WaveReport
 from pitstop.views import report_view
 
 NOW = datetime(2026, 1, 1, tzinfo=UTC)
@@ -49,3 +49,25 @@ def test_ok_hosts_are_counted_past_the_limit_and_failures_always_listed() -> Non
     assert "… 978 more" in short and "--all-hosts" in short
     full = _text(report, ok_rows=None)
     assert "node-00998" in full and "more" not in full
+
+
+def test_a_stage_run_in_waves_lists_each_wave_with_its_gate_and_window() -> None:
+    waves = [
+        WaveReport(wave="zone-a", number=1, hosts=4, started_at=NOW, hosts_ended_at=NOW, observed_until=NOW),
+        WaveReport(wave="zone-b", number=2, hosts=3, gate="widen:wave-zone-b", started_at=NOW),
+    ]
+    report = RunReport(
+        run_id="r1",
+        runbook="upgrade",
+        requested_by="alice",
+        check_mode=False,
+        status="rolled_back",
+        started_at=NOW,
+        ended_at=NOW,
+        stages=[StageReport(name="widen", status="rolled_back", waves=waves)],
+    )
+    text = _text(report, ok_rows=20)
+    assert "waves" in text
+    rows = [line for line in text.splitlines() if "zone-" in line]
+    assert "1 zone-a" in rows[0] and "00:00:00" in rows[0] and "widen:wave" not in rows[0]
+    assert "2 zone-b" in rows[1] and "widen:wave-zone-b" in rows[1] and rows[1].rstrip("│ ").endswith("-")
