@@ -524,7 +524,9 @@ class SimCluster:
         write_inventory(
             files.inventory,
             [
-                InventoryHost(n, endpoints.port(n), profiles[n].domain, profiles[n].role)
+                InventoryHost(
+                    n, endpoints.port(n), profiles[n].domain, profiles[n].role, profiles[n].gpu_product
+                )
                 for n in endpoints.nodes()
             ],
             user=self.config.ssh_user,

@@ -21,6 +21,7 @@ RUNBOOK = REPO / "runbooks" / "platform-upgrade.yaml"
 SCENARIO = REPO / "runbooks" / "scenarios" / "platform-upgrade.yaml"
 REGRESSION_SCENARIO = REPO / "runbooks" / "scenarios" / "platform-upgrade-regression.yaml"
 CANARY_NODE = "gpu-node-001"
+GPU_PRODUCT_LABEL = "nvidia.com/gpu.product"
 # The rehearsal's single-replica engines have no PDB: a run on it accepts, by name, that they go
 # down while their node is drained (without this, the drain of their node stops before it
 # starts, naming them; kube.capacity_check).
@@ -68,7 +69,7 @@ def write_inventory(
     *,
     s3_endpoint: str,
     etcd_endpoint: str | None,
-    canary: str = CANARY_NODE,
+    canary: str | list[str] = CANARY_NODE,
     cluster_name: str = "rehearsal",
     ssh_key_secret: str = "sim-ssh-key",
 ) -> Path:
@@ -85,6 +86,10 @@ def write_inventory(
             cp[node] = hostvars
         else:
             hostvars["failure_domain"] = sim.node_profile(node).domain
+            # What a dynamic inventory reads from the node's labels: GFD's GPU product (the
+            # widen stage needs a canary of every product it changes).
+            labels = sim.get("nodes", node)["metadata"].get("labels") or {}
+            hostvars["gpu_product"] = labels.get(GPU_PRODUCT_LABEL, "")
             gpu[node] = hostvars
     site: dict[str, Any] = {
         "cluster_name": cluster_name,
@@ -102,7 +107,7 @@ def write_inventory(
             "children": {
                 "control_plane": {"hosts": cp},
                 "gpu_fleet": {"hosts": gpu},
-                "gpu_canary": {"hosts": {canary: None}},
+                "gpu_canary": {"hosts": dict.fromkeys([canary] if isinstance(canary, str) else canary)},
                 "site": {"hosts": {"localhost": site}},
             },
         },

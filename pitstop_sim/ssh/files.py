@@ -56,6 +56,7 @@ class InventoryHost:
     port: int
     domain: str
     role: str = "gpu"
+    gpu_product: str = ""
 
 
 def _replace(path: Path, text: str, mode: int = 0o644) -> None:
@@ -93,13 +94,17 @@ def inventory(
             "failure_domain": host.domain,
             "node_name": host.name,
         }
+        if host.role != "control-plane" and host.gpu_product:
+            members[host.name]["gpu_product"] = host.gpu_product
     cluster: dict[str, Any] = {"name": cluster_name, "ssh": {"user": user, "key": {"secret": KEY_SECRET}}}
     children: dict[str, Any] = {ALL_NODES_GROUP: {"children": domains}}
-    gpu_hosts = sorted(h.name for h in hosts if h.role != "control-plane")
-    if gpu_hosts:
-        # The groups the shipped runbooks use: the fleet, and its first node as the canary.
-        children["gpu_fleet"] = {"hosts": {name: None for name in gpu_hosts}}
-        children["gpu_canary"] = {"hosts": {gpu_hosts[0]: None}}
+    gpu = sorted((h for h in hosts if h.role != "control-plane"), key=lambda h: h.name)
+    if gpu:
+        # The groups the shipped runbooks use: the fleet, and as canaries its first node of each
+        # GPU product (the upgrade widens only to products a canary stood for).
+        canaries = {h.gpu_product: h.name for h in reversed(gpu)}
+        children["gpu_fleet"] = {"hosts": {h.name: None for h in gpu}}
+        children["gpu_canary"] = {"hosts": dict.fromkeys(sorted(canaries.values()))}
     if control_plane:
         children[CONTROL_PLANE_GROUP] = {"hosts": control_plane}
     return {"cluster": cluster, "all": {"children": children}}

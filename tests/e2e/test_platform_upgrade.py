@@ -65,6 +65,9 @@ class Upgrade:
             files=files,
             vars={
                 "poll_seconds": 0.5,
+                # One look per observe window (its interval is 10s): enough to show the window
+                # runs after every wave, without the rehearsal waiting out a real one.
+                "observe_window": "10s",
                 "s3_create_bucket": True,
                 "lab_run_required": False,  # the lab run itself; production names its lab run
                 "s3_endpoint_url": self.s3_endpoint,

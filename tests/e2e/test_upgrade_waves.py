@@ -1,0 +1,138 @@
+"""The platform upgrade's widen stage in waves, on a rehearsal cluster of three failure domains
+and two GPU products (runbooks/platform-upgrade.yaml, docs/upgrade-process.md "Widen"):
+
+- with a canary of each product, the upgrade succeeds; the simulator's own node timeline shows
+  that no two failure domains ever had a node out of service at once while the fleet widened,
+  and the run shows a gate and an observe window for every wave;
+- with a canary of one product only, the run is refused when it is planned, naming the product
+  and the nodes no canary stood for, and no node is touched.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from ruamel.yaml import YAML
+from temporalio.client import Client
+
+from pitstop.demo import upgrade as du
+from pitstop_sim.models import TimelineEvent
+from tests.e2e.test_platform_upgrade import Upgrade, _failures, _run, _start, worker
+
+__all__ = ["worker"]
+
+pytestmark = pytest.mark.integration
+
+A100 = "NVIDIA-A100-SXM4-80GB"
+CANARIES = ["gpu-node-001", "gpu-node-006"]  # H100 in zone-a, A100 in zone-c
+
+
+def _scenario(tmp_path: Path) -> Path:
+    """The shipped upgrade rehearsal, widened to six GPU nodes in three zones (two nodes each,
+    as racks fill), the last one an A100 of the training pool."""
+    yaml = YAML(typ="safe")
+    doc = yaml.load(du.SCENARIO.read_text())
+    doc["name"] = "platform-upgrade-waves"
+    doc["cluster"].update(nodes=6, domains=3)
+    doc["cluster"]["node_overrides"]["gpu-node-006"] = {
+        "gpu_product": A100,
+        "labels": {"pitstop.dev/pool": "training"},
+    }
+    path = tmp_path / "platform-upgrade-waves.yaml"
+    with path.open("w") as out:
+        yaml.dump(doc, out)
+    return path
+
+
+@pytest.fixture
+def fleet(
+    tmp_path: Path,
+    s3_endpoint: str,
+    etcd_endpoint: str,
+    monkeypatch: pytest.MonkeyPatch,
+) -> Iterator[Upgrade]:
+    for up in _start(tmp_path, _scenario(tmp_path), s3_endpoint, etcd_endpoint):
+        for key, value in du.worker_environment(up.sim, tmp_path / "rehearsal").items():
+            monkeypatch.setenv(key, value)
+        yield up
+
+
+def _canaries(up: Upgrade, canaries: list[str], etcd_endpoint: str) -> None:
+    du.write_inventory(
+        up.sim, up.inventory, s3_endpoint=up.s3_endpoint, etcd_endpoint=etcd_endpoint, canary=canaries
+    )
+
+
+def _domains_out_at_once(timeline: list[TimelineEvent], nodes: set[str]) -> int:
+    """Most failure domains that had one of `nodes` out of service (cordoned or not Ready) at
+    the same moment, walking the simulator's timeline in order."""
+    out: dict[str, str] = {}
+    most = 0
+    for event in timeline:
+        if event.node not in nodes:
+            continue
+        if event.unavailable:
+            out[event.node] = event.domain
+        else:
+            out.pop(event.node, None)
+        most = max(most, len(set(out.values())))
+    return most
+
+
+@pytest.mark.timeout(200)
+async def test_a_product_without_a_canary_is_refused_before_any_node_is_touched(
+    temporal_client: Client, worker: str, fleet: Upgrade, etcd_endpoint: str
+) -> None:
+    _canaries(fleet, ["gpu-node-001"], etcd_endpoint)
+    before = fleet.sim.counters()
+    report = await _run(temporal_client, worker, fleet.request(), within=120)
+    assert report.status == "failed"
+    assert (
+        "stage 'widen' would change hosts that no canary in stage 'canary' stands for "
+        f"(waves.canary.cover): {{{{ gpu_product if gpu_product is defined else "
+        f"labels['nvidia.com/gpu.product'] }}}} = '{A100}' on 1 host (gpu-node-006)"
+    ) in report.msg, report.msg
+    after = fleet.sim.counters()
+    assert (after.cordons, after.evictions_total, after.reboots) == (
+        before.cordons,
+        before.evictions_total,
+        before.reboots,
+    )
+
+
+@pytest.mark.timeout(480)
+async def test_the_fleet_widens_one_failure_domain_at_a_time_each_gated_and_observed(
+    temporal_client: Client, worker: str, fleet: Upgrade, etcd_endpoint: str
+) -> None:
+    _canaries(fleet, CANARIES, etcd_endpoint)
+    sim = fleet.sim
+    report = await _run(temporal_client, worker, fleet.request(), within=420)
+    assert report.status == "succeeded", (report.msg, _failures(report))
+    for node in sim.gpu_node_names():
+        assert sim.node_profile(node).driver_version == "570.86.15", node
+        assert not sim.get("nodes", node)["spec"].get("unschedulable"), node
+
+    widen = next(s for s in report.stages if s.name == "widen")
+    assert [(w.wave, w.hosts) for w in widen.waves] == [("zone-a", 1), ("zone-b", 2), ("zone-c", 1)]
+    # A gate before every wave: acceptance's for the first, the wave gates for the others.
+    gates = {g.rule.gate_id: g for g in report.gates}
+    assert gates["acceptance:after"].status == "approved"
+    assert [w.gate for w in widen.waves] == [None, "widen:wave-zone-b", "widen:wave-zone-c"]
+    assert all(gates[w.gate].status == "approved" for w in widen.waves[1:] if w.gate)
+    # ... and a window after every wave, before the next one's gate opened.
+    for wave, following in zip(widen.waves, [*widen.waves[1:], None], strict=True):
+        assert wave.started_at and wave.hosts_ended_at and wave.observed_until
+        assert wave.hosts_ended_at < wave.observed_until
+        if following is not None and following.gate:
+            assert wave.observed_until <= gates[following.gate].opened_at
+    assert len(widen.observations) >= 3 and all(o.status == "ok" for o in widen.observations)
+
+    # The simulator's own record: while the fleet widened, never two zones out at once.
+    widened = {h.host for h in widen.hosts}
+    assert widened == {"gpu-node-002", "gpu-node-003", "gpu-node-004", "gpu-node-005"}
+    start = min(h.started_at for h in widen.hosts)
+    timeline = [e for e in sim.timeline() if e.at >= start]
+    assert any(e.event == "cordoned" and e.node in widened for e in timeline)
+    assert _domains_out_at_once(timeline, widened) == 1
