@@ -78,6 +78,9 @@ class NodeOverride(Strict):
     kernel_version: str | None = None
     os_image: str | None = None
     kubelet_version: str | None = None
+    nvswitch: bool | None = Field(
+        default=None, description="An NVSwitch system (HGX); default: the cluster's."
+    )
     labels: dict[str, str] = Field(default_factory=dict)
     taints: list[Taint] = Field(default_factory=list)
     unschedulable: bool = False
@@ -96,10 +99,22 @@ class ClusterShape(Strict):
     os_image: str = "Ubuntu 22.04.4 LTS"
     kubelet_version: str = "v1.32.4"
     container_runtime: str = "containerd://1.7.20"
+    nvswitch: bool = Field(
+        default=False,
+        description="NVSwitch systems (HGX H100/H200/B200): Fabric Manager must run the loaded "
+        "driver's version.",
+    )
     cpu: str = "192"
     memory: str = "2Ti"
     max_pods: int = Field(default=110, ge=1)
     gpu_operator: bool = Field(default=True, description="GPU Operator and DCGM exporter DaemonSets.")
+    driver_management: Literal["host", "operator"] = Field(
+        default="host",
+        description="`host`: the NVIDIA driver comes from host packages (ClusterPolicy "
+        "driver.enabled false, no driver DaemonSet); `operator`: the GPU Operator's driver "
+        "container (DaemonSet nvidia-driver-daemonset, OnDelete) runs it, versioned by the "
+        "ClusterPolicy's spec.driver.version and rolled by its upgradePolicy.",
+    )
     kueue: bool = Field(default=True, description="Kueue CRDs (ClusterQueue, LocalQueue, ...).")
     node_overrides: dict[str, NodeOverride] = Field(default_factory=dict)
 
@@ -109,6 +124,12 @@ class ClusterShape(Strict):
         if not is_quantity(value):
             raise ValueError(f"{value!r} is not a Kubernetes quantity (e.g. '64', '500m', '512Gi')")
         return value
+
+    @model_validator(mode="after")
+    def _operator_needs_the_operator(self) -> Self:
+        if self.driver_management == "operator" and not self.gpu_operator:
+            raise ValueError("driver_management: operator needs gpu_operator: true")
+        return self
 
     @model_validator(mode="after")
     def _domains_fit(self) -> Self:
@@ -132,6 +153,13 @@ class ClusterShape(Strict):
         """Nodes fill domains in contiguous blocks (a rack, a zone), as they do in a data centre."""
         per_domain = -(-self.nodes // self.domains)
         return self.domain_names()[min(index // per_domain, self.domains - 1)]
+
+    def is_nvswitch(self, node: str) -> bool:
+        """Hardware does not change at run time, so the scenario answers (no profile copy)."""
+        override = self.node_overrides.get(node)
+        if override is not None and override.nvswitch is not None:
+            return override.nvswitch
+        return self.nvswitch
 
 
 class Timing(Strict):

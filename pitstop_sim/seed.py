@@ -36,6 +36,14 @@ from pitstop_sim.controllers.workloads import (
     template_hash,
 )
 from pitstop_sim.crds import gpu_operator_crds, kueue_crds, training_operator_crds, volcano_crds
+from pitstop_sim.gpu_operator import (
+    DRIVER_DAEMONSET,
+    DRIVER_IMAGE_NAME,
+    DRIVER_POD_LABELS,
+    DRIVER_REPOSITORY,
+    default_upgrade_policy,
+    driver_image,
+)
 from pitstop_sim.models import NodeProfile, node_info_kube_proxy_version
 from pitstop_sim.objects import (
     GENERATE_NAME_ATTEMPTS,
@@ -66,8 +74,9 @@ Obj = dict[str, Any]
 
 SYSTEM_NAMESPACES = ("default", "kube-system", "kube-public", "kube-node-lease")
 GPU_OPERATOR_NAMESPACE = "gpu-operator"
+# The driver DaemonSet is seeded only when the scenario's driver is operator-managed
+# (`cluster.driver_management: operator`, see `_gpu_operator`).
 GPU_OPERATOR_DAEMONSETS = (
-    ("nvidia-driver-daemonset", "nvcr.io/nvidia/driver:550.90.07-ubuntu22.04"),
     ("nvidia-device-plugin-daemonset", "nvcr.io/nvidia/k8s-device-plugin:v0.16.2"),
     ("nvidia-dcgm-exporter", "nvcr.io/nvidia/k8s/dcgm-exporter:3.3.7-3.5.0-ubuntu22.04"),
 )
@@ -137,6 +146,11 @@ def node_profiles(scenario: Scenario) -> dict[str, NodeProfile]:
             )
         for profile in out.values():
             profile.packages = node_packages(profile, platform)
+            if shape.driver_management == "operator":
+                # The driver container brings the driver: no host package.
+                profile.packages = {
+                    k: v for k, v in profile.packages.items() if not k.startswith("nvidia-driver-")
+                }
             if profile.role == "gpu" and profile.gpus > 0:
                 profile.nic_driver = platform.nic_driver
     return out
@@ -358,6 +372,8 @@ class Seeder:
     # --- workloads ----------------------------------------------------------------------------
 
     def _gpu_operator(self) -> None:
+        cluster = self.scenario.cluster
+        operator_driver = cluster.driver_management == "operator"
         self._create(
             "nvidia.com",
             "clusterpolicies",
@@ -367,7 +383,15 @@ class Seeder:
                 "kind": "ClusterPolicy",
                 "metadata": {"name": "cluster-policy"},
                 "spec": {
-                    "driver": {"enabled": True, "version": self.scenario.cluster.driver_version},
+                    "driver": {
+                        # A host-installed driver is the GPU Operator's `driver.enabled=false`.
+                        "enabled": operator_driver,
+                        "usePrecompiled": False,
+                        "repository": DRIVER_REPOSITORY,
+                        "image": DRIVER_IMAGE_NAME,
+                        "version": cluster.driver_version,
+                        "upgradePolicy": default_upgrade_policy(),
+                    },
                     "dcgmExporter": {"enabled": True},
                     "devicePlugin": {"enabled": True},
                 },
@@ -378,6 +402,19 @@ class Seeder:
             if self.ctx.store.get("daemonsets", GPU_OPERATOR_NAMESPACE, name) is not None:
                 continue  # the scenario's platform deploys this one itself
             self._daemonset(name, GPU_OPERATOR_NAMESPACE, image, gpu_only=True, tolerate_gpu=True)
+        if (
+            operator_driver
+            and self.ctx.store.get("daemonsets", GPU_OPERATOR_NAMESPACE, DRIVER_DAEMONSET) is None
+        ):
+            self._daemonset(
+                DRIVER_DAEMONSET,
+                GPU_OPERATOR_NAMESPACE,
+                driver_image(cluster.driver_version),
+                gpu_only=True,
+                tolerate_gpu=True,
+                labels=dict(DRIVER_POD_LABELS),
+                update_strategy={"type": "OnDelete"},
+            )
 
     def _daemonset(
         self,
@@ -390,6 +427,7 @@ class Seeder:
         tolerate_all: bool = False,
         labels: dict[str, str] | None = None,
         annotations: dict[str, str] | None = None,
+        update_strategy: Obj | None = None,
     ) -> None:
         template_spec: Obj = {"containers": [{"name": name.removesuffix("-daemonset"), "image": image}]}
         if gpu_only:
@@ -404,13 +442,15 @@ class Seeder:
         if annotations:
             template_meta["annotations"] = dict(annotations)
             metadata["annotations"] = dict(annotations)
-        body = {
+        body: Obj = {
             "metadata": metadata,
             "spec": {
                 "selector": {"matchLabels": {"app": name}},
                 "template": {"metadata": template_meta, "spec": template_spec},
             },
         }
+        if update_strategy is not None:
+            body["spec"]["updateStrategy"] = dict(update_strategy)
         ds = self._create("apps", "daemonsets", namespace, body)
         tolerations = list(template_spec.get("tolerations") or []) + list(DAEMONSET_TOLERATIONS)
         revision = template_hash(ds["spec"]["template"])

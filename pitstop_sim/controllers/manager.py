@@ -23,6 +23,7 @@ class ControllerManager:
     def __init__(self, ctx: SimContext, api: KubeApi) -> None:
         from pitstop_sim.controllers.frameworks import FrameworkController
         from pitstop_sim.controllers.gc import GarbageCollector
+        from pitstop_sim.controllers.gpu_driver import GpuDriverController
         from pitstop_sim.controllers.kubelet import Kubelet
         from pitstop_sim.controllers.kueue import KueueController
         from pitstop_sim.controllers.nodes import NodeLifecycle
@@ -49,6 +50,7 @@ class ControllerManager:
             JobController(ctx, api, self),
             FrameworkController(ctx, api, self),
             KueueController(ctx, api, self),
+            GpuDriverController(ctx, api, self),
             self.nodes,
             self.scheduler,
             self.kubelet,

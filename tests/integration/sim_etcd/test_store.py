@@ -59,7 +59,7 @@ def test_etcd_holds_every_object_under_the_apiservers_keys_and_follows_patches_a
     pod = sim.list("pods", "gpu-operator")[0]["metadata"]["name"]
     for key in (
         f"{prefix}pods/gpu-operator/{pod}",
-        f"{prefix}daemonsets/gpu-operator/nvidia-driver-daemonset",
+        f"{prefix}daemonsets/gpu-operator/nvidia-device-plugin-daemonset",
         f"{prefix}namespaces/kube-system",
         f"{prefix}leases/kube-node-lease/{NODE}",
         f"{prefix}apiextensions.k8s.io/customresourcedefinitions/clusterqueues.kueue.x-k8s.io",
