@@ -85,7 +85,7 @@ def compat_check(call: ModuleCall, args: CompatCheckArgs) -> ModuleResult:
         skew=skew,
         policy=policy,
         matrices=matrices,
-        only=args.matrices or None,
+        only=(args.matrices or None) if args.vendor_matrices else [],
         phases=args.phases or None,
         in_between=args.in_between,
     )

@@ -525,7 +525,12 @@ class SimCluster:
             files.inventory,
             [
                 InventoryHost(
-                    n, endpoints.port(n), profiles[n].domain, profiles[n].role, profiles[n].gpu_product
+                    n,
+                    endpoints.port(n),
+                    profiles[n].domain,
+                    profiles[n].role,
+                    profiles[n].gpu_product,
+                    profiles[n].gpus,
                 )
                 for n in endpoints.nodes()
             ],

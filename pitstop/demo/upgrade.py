@@ -22,6 +22,7 @@ SCENARIO = REPO / "runbooks" / "scenarios" / "platform-upgrade.yaml"
 REGRESSION_SCENARIO = REPO / "runbooks" / "scenarios" / "platform-upgrade-regression.yaml"
 CANARY_NODE = "gpu-node-001"
 GPU_PRODUCT_LABEL = "nvidia.com/gpu.product"
+GPU_PRESENT_LABEL = "nvidia.com/gpu.present"
 # The rehearsal's single-replica engines have no PDB: a run on it accepts, by name, that they go
 # down while their node is drained (without this, the drain of their node stops before it
 # starts, naming them; kube.capacity_check).
@@ -79,16 +80,21 @@ def write_inventory(
     control = set(control_plane_nodes(sim))
     gpu: dict[str, Any] = {}
     cp: dict[str, Any] = {}
+    system: dict[str, Any] = {}
     for node in sim.node_names():
         info = sim.ssh_info(node)
         hostvars: dict[str, Any] = {"ansible_host": info.host, "ansible_port": info.port, "node_name": node}
+        labels = sim.get("nodes", node)["metadata"].get("labels") or {}
         if node in control:
             cp[node] = hostvars
+        elif labels.get(GPU_PRESENT_LABEL) != "true":
+            # A node without GPUs: the system/CPU pool, whose kubelets are upgraded too.
+            hostvars["failure_domain"] = sim.node_profile(node).domain
+            system[node] = hostvars
         else:
             hostvars["failure_domain"] = sim.node_profile(node).domain
             # What a dynamic inventory reads from the node's labels: GFD's GPU product (the
             # widen stage needs a canary of every product it changes).
-            labels = sim.get("nodes", node)["metadata"].get("labels") or {}
             hostvars["gpu_product"] = labels.get(GPU_PRODUCT_LABEL, "")
             gpu[node] = hostvars
     site: dict[str, Any] = {
@@ -107,6 +113,7 @@ def write_inventory(
             "children": {
                 "control_plane": {"hosts": cp},
                 "gpu_fleet": {"hosts": gpu},
+                "system_pool": {"hosts": system},
                 "gpu_canary": {"hosts": dict.fromkeys([canary] if isinstance(canary, str) else canary)},
                 "site": {"hosts": {"localhost": site}},
             },

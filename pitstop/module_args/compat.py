@@ -57,6 +57,12 @@ class CompatCheckArgs(ModuleArgs):
     matrices: list[str] = Field(
         default_factory=list, description="Vendor matrices to check, by component (default: all)."
     )
+    vendor_matrices: bool = Field(
+        default=True,
+        description="false: judge only the Version Skew Policy — a step's check on the cluster as it "
+        "is now, when the vendor matrices were judged for the whole order in preflight (an accepted "
+        "in-between window is then not refused again at every step).",
+    )
     phases: list[list[str]] = Field(
         default_factory=list,
         description="Groups of component keys in the order the runbook upgrades them; vendor matrices "

@@ -57,6 +57,7 @@ class InventoryHost:
     domain: str
     role: str = "gpu"
     gpu_product: str = ""
+    gpus: int = 1
 
 
 def _replace(path: Path, text: str, mode: int = 0o644) -> None:
@@ -98,7 +99,10 @@ def inventory(
             members[host.name]["gpu_product"] = host.gpu_product
     cluster: dict[str, Any] = {"name": cluster_name, "ssh": {"user": user, "key": {"secret": KEY_SECRET}}}
     children: dict[str, Any] = {ALL_NODES_GROUP: {"children": domains}}
-    gpu = sorted((h for h in hosts if h.role != "control-plane"), key=lambda h: h.name)
+    gpu = sorted((h for h in hosts if h.role != "control-plane" and h.gpus > 0), key=lambda h: h.name)
+    # Nodes without GPUs: the system/CPU pool (the upgrade's node-components stage names it).
+    system = sorted(h.name for h in hosts if h.role != "control-plane" and h.gpus == 0)
+    children["system_pool"] = {"hosts": dict.fromkeys(system)}
     if gpu:
         # The groups the shipped runbooks use: the fleet, and as canaries its first node of each
         # GPU product (the upgrade widens only to products a canary stood for).

@@ -30,16 +30,20 @@ CANARIES = ["gpu-node-001", "gpu-node-006"]  # H100 in zone-a, A100 in zone-c
 
 
 def _scenario(tmp_path: Path) -> Path:
-    """The shipped upgrade rehearsal, widened to six GPU nodes in three zones (two nodes each,
-    as racks fill), the last one an A100 of the training pool."""
+    """The shipped upgrade rehearsal, widened to six GPU nodes in three zones (two each), the
+    last one an A100 of the training pool, plus a CPU node of the system pool in zone-a and three
+    control-plane nodes."""
     yaml = YAML(typ="safe")
     doc = yaml.load(du.SCENARIO.read_text())
     doc["name"] = "platform-upgrade-waves"
-    doc["cluster"].update(nodes=6, domains=3)
-    doc["cluster"]["node_overrides"]["gpu-node-006"] = {
-        "gpu_product": A100,
-        "labels": {"pitstop.dev/pool": "training"},
-    }
+    doc["cluster"].update(nodes=7, domains=3)
+    overrides = doc["cluster"]["node_overrides"]
+    overrides["gpu-node-006"] = {"gpu_product": A100, "labels": {"pitstop.dev/pool": "training"}}
+    overrides["gpu-node-007"] = {"gpus": 0, "labels": {"pitstop.dev/pool": "system"}}
+    zones = ["zone-a", "zone-a", "zone-b", "zone-b", "zone-c", "zone-c", "zone-a"]
+    for i, zone in enumerate(zones, start=1):
+        overrides.setdefault(f"gpu-node-{i:03d}", {})["domain"] = zone
+    doc["platform"]["control_plane"]["nodes"] = 3
     path = tmp_path / "platform-upgrade-waves.yaml"
     with path.open("w") as out:
         yaml.dump(doc, out)
@@ -111,8 +115,27 @@ async def test_the_fleet_widens_one_failure_domain_at_a_time_each_gated_and_obse
     report = await _run(temporal_client, worker, fleet.request(), within=420)
     assert report.status == "succeeded", (report.msg, _failures(report))
     for node in sim.gpu_node_names():
-        assert sim.node_profile(node).driver_version == "570.86.15", node
+        if node != "gpu-node-007":  # the CPU node has no driver to upgrade
+            assert sim.node_profile(node).driver_version == "570.86.15", node
         assert not sim.get("nodes", node)["spec"].get("unschedulable"), node
+
+    # kubeadm's procedure: `upgrade apply` on the first control-plane node, `upgrade node` on
+    # the others (the command each node ran, and each succeeded).
+    ran = {
+        h.host: [(t.data.get("cmd"), t.status) for t in h.tasks if t.name.startswith("Upgrade the control")]
+        for h in next(s for s in report.stages if s.name == "control-plane").hosts
+    }
+    assert ran == {
+        "cp-001": [("'kubeadm upgrade apply v1.31.2 --yes'", "changed")],
+        "cp-002": [("'kubeadm upgrade node'", "changed")],
+        "cp-003": [("'kubeadm upgrade node'", "changed")],
+    }
+    # Every pool's kubelets, the CPU node of the system pool too, by zone.
+    components = next(s for s in report.stages if s.name == "node-components")
+    assert "gpu-node-007" in {h.host for h in components.hosts if h.status == "ok"}
+    assert [w.wave for w in components.waves] == ["zone-a", "zone-b", "zone-c"]
+    for node in sim.node_names():
+        assert sim.get("nodes", node)["status"]["nodeInfo"]["kubeletVersion"] == "v1.31.2", node
 
     widen = next(s for s in report.stages if s.name == "widen")
     assert [(w.wave, w.hosts) for w in widen.waves] == [("zone-a", 1), ("zone-b", 2), ("zone-c", 1)]

@@ -253,3 +253,23 @@ def test_in_between_warn_accepts_the_order_and_reports_each_window_as_a_warning(
 def test_unknown_component_in_phases_is_refused() -> None:
     with pytest.raises(ApplicationError, match="unknown component 'gpu-operater'"):
         run({"current": CURRENT, "target": TARGET_1_31, "phases": [["gpu-operater"]]})
+
+
+def test_a_steps_skew_only_check_passes_an_accepted_window_and_still_refuses_a_kubelet_ahead() -> None:
+    # The kubelets' step of the upgrade: the control plane is on v1.31 already, the old network
+    # operator with it (a window preflight accepted). Only the skew policy is judged again.
+    now = {
+        **CURRENT,
+        "kubernetes": "v1.31.2",
+        "kube-controller-manager": "v1.31.2",
+        "kube-scheduler": "v1.31.2",
+    }
+    step = {"current": now, "target": {"kubelet": "v1.31.2"}}
+    assert run(step).failed is True  # the vendor matrix still says no
+    judged = run({**step, "vendor_matrices": False})
+    assert judged.failed is False, judged.msg
+    assert judged.data["violations"] == []
+    # The same step before the control plane moved: a kubelet newer than the apiserver.
+    ahead = run({"current": CURRENT, "target": {"kubelet": "v1.31.2"}, "vendor_matrices": False})
+    assert ahead.failed is True
+    assert any("kubelet" in v["message"] and SKEW_URL in v["source"] for v in ahead.data["violations"])
