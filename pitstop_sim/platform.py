@@ -111,6 +111,14 @@ class PlatformOps:
                 self.manager.nodes.set_profile(
                     node, ProfileUpdate(driver_version=upstream(version), apply="reboot")
                 )
+            elif name.startswith("nvidia-fabricmanager-"):
+                # One Fabric Manager branch at a time, like the driver; its daemon checks the
+                # driver when it starts (`pitstop_sim.node_stack`).
+                for other in [
+                    p for p in profile.packages if p.startswith("nvidia-fabricmanager-") and p != name
+                ]:
+                    del profile.packages[other]
+                profile.packages[name] = version
             elif name.startswith("linux-image-"):
                 profile.packages[name] = version
                 kernel = name.removeprefix("linux-image-")
@@ -118,6 +126,19 @@ class PlatformOps:
             else:
                 profile.packages[name] = version
         return profile
+
+    def remove_packages(self, node: str, names: list[str]) -> NodeProfile:
+        """`apt-get remove`: gone from the dpkg view; a removed driver or kernel keeps running
+        until the next boot, which chooses again (`boot_kernel`)."""
+        profile = self._profile(node)
+        for name in names:
+            profile.packages.pop(name, None)
+            if name in profile.held:
+                profile.held.remove(name)
+        return profile
+
+    def boot_kernel(self, node: str, release: str) -> NodeProfile:
+        return self.manager.nodes.set_profile(node, ProfileUpdate(kernel_version=release, apply="reboot"))
 
     def set_held(self, node: str, names: list[str], held: bool) -> NodeProfile:
         profile = self._profile(node)

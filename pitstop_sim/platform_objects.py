@@ -8,6 +8,7 @@ them in step when upgrade commands change versions.
 from __future__ import annotations
 
 import hashlib
+import re
 from typing import Any
 
 import yaml
@@ -50,6 +51,13 @@ def kernel_package(kernel_version: str) -> str:
     return f"linux-image-{kernel_version}"
 
 
+def kernel_package_version(release: str) -> str:
+    """`5.15.0-105-generic` -> `5.15.0-105.1`: the archive's version of a release's packages
+    (image, headers, prebuilt modules), one per release as in Ubuntu's archive."""
+    flavourless = re.sub(r"-[a-z][a-z0-9-]*$", "", release)
+    return f"{flavourless}.1"
+
+
 def node_packages(profile: NodeProfile, platform: Platform) -> dict[str, str]:
     """The node's dpkg view: defaults from its versions, then the scenario's packages."""
     kube = profile.kubelet_version.lstrip("v")
@@ -58,10 +66,12 @@ def node_packages(profile: NodeProfile, platform: Platform) -> dict[str, str]:
         "kubelet": f"{kube}-1.1",
         "kubectl": f"{kube}-1.1",
         "containerd.io": f"{runtime_version(profile.container_runtime)}-1",
-        kernel_package(profile.kernel_version): profile.kernel_version.removesuffix("-generic") + ".1",
+        kernel_package(profile.kernel_version): kernel_package_version(profile.kernel_version),
     }
     if profile.role == "gpu" and profile.driver_version:
         packages[driver_package(profile.driver_version)] = f"{profile.driver_version}-0ubuntu1"
+        # DKMS built the driver's modules against these; without them the driver would not load.
+        packages[f"linux-headers-{profile.kernel_version}"] = kernel_package_version(profile.kernel_version)
     for name, version in platform.packages.items():
         if profile.role == "control-plane" and name.startswith("nvidia-driver-"):
             continue  # no GPUs, no driver

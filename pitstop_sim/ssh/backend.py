@@ -41,6 +41,14 @@ class SshBackend(Protocol):
 
     def install_packages(self, node: str, packages: dict[str, str]) -> None: ...
 
+    def remove_packages(self, node: str, names: list[str]) -> None: ...
+
+    def boot_kernel(self, node: str, release: str) -> None:
+        """The kernel the next boot runs (GRUB's choice, made when the node reboots)."""
+        ...
+
+    def nvswitch(self, node: str) -> bool: ...
+
     def set_held(self, node: str, names: list[str], held: bool) -> None: ...
 
     def restart_service(self, node: str, service: str) -> None: ...
@@ -83,6 +91,15 @@ class ClusterBackend:
 
     def install_packages(self, node: str, packages: dict[str, str]) -> None:
         self._cluster.call(lambda c: c.platform.install_packages(node, packages))
+
+    def remove_packages(self, node: str, names: list[str]) -> None:
+        self._cluster.call(lambda c: c.platform.remove_packages(node, names))
+
+    def boot_kernel(self, node: str, release: str) -> None:
+        self._cluster.call(lambda c: c.platform.boot_kernel(node, release))
+
+    def nvswitch(self, node: str) -> bool:
+        return self._cluster.scenario.cluster.is_nvswitch(node)
 
     def set_held(self, node: str, names: list[str], held: bool) -> None:
         self._cluster.call(lambda c: c.platform.set_held(node, names, held))

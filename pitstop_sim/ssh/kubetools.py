@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import re
 
+from pitstop_sim import node_stack
 from pitstop_sim.platform_objects import upstream
 from pitstop_sim.ssh import nodetools
 from pitstop_sim.ssh.context import RC_NOT_FOUND, ExecContext, Handler
@@ -259,6 +260,32 @@ def ofed_info(argv: list[str], ctx: ExecContext) -> int:
 
 
 # --- systemctl -------------------------------------------------------------------------------------
+def _unit_state(unit: str, ctx: ExecContext) -> str:
+    if unit in ("kubelet", "containerd"):
+        return "active"
+    if unit == node_stack.FABRIC_MANAGER_UNIT:
+        profile = ctx.host.backend.profile(ctx.node)
+        if node_stack.fabric_manager(profile) is None:
+            return "inactive"  # systemd's answer for a unit it does not know
+        problem = node_stack.fabric_manager_problem(profile, ctx.host.backend.nvswitch(ctx.node))
+        return "active" if problem is None else "failed"
+    return "inactive"
+
+
+def _fabric_manager_status(ctx: ExecContext) -> int:
+    """The unit's state and, when it failed, the daemon's last words (as the journal shows them)."""
+    profile = ctx.host.backend.profile(ctx.node)
+    if node_stack.fabric_manager(profile) is None:
+        ctx.error("Unit nvidia-fabricmanager.service could not be found.\n")
+        return 4
+    problem = node_stack.fabric_manager_problem(profile, ctx.host.backend.nvswitch(ctx.node))
+    state = "active (running)" if problem is None else "failed (Result: exit-code)"
+    ctx.write(f"● nvidia-fabricmanager.service - NVIDIA fabric manager service\n     Active: {state}\n")
+    if problem is not None:
+        ctx.write(f"{ctx.node} nv-fabricmanager: {problem}\n")
+    return 0 if problem is None else 3
+
+
 def systemctl(argv: list[str], ctx: ExecContext) -> int:
     args = [a for a in argv[1:] if not a.startswith("-")]
     verb = args[0] if args else ""
@@ -268,9 +295,12 @@ def systemctl(argv: list[str], ctx: ExecContext) -> int:
         return 0
     units = [u.removesuffix(".service") for u in args[1:]]
     if verb == "is-active":
+        states = [_unit_state(u, ctx) for u in units]
         if not {"--quiet", "-q"} & set(argv):
-            ctx.write("".join("active\n" if u in ("kubelet", "containerd") else "inactive\n" for u in units))
-        return 0 if all(u in ("kubelet", "containerd") for u in units) else 3
+            ctx.write("".join(f"{state}\n" for state in states))
+        return 0 if all(state == "active" for state in states) else 3
+    if verb == "status" and units == [node_stack.FABRIC_MANAGER_UNIT]:
+        return _fabric_manager_status(ctx)
     if verb in ("restart", "try-restart", "reload-or-restart"):
         for unit in units:
             if unit not in ("kubelet", "containerd"):

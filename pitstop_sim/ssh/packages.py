@@ -3,12 +3,16 @@
 `apt-mark hold|unhold|showhold` and `dpkg-query -W [-f FORMAT]`.
 
 A driver (`nvidia-driver-<branch>`) or kernel (`linux-image-<release>`) package takes effect
-at the next reboot; `kubelet` and `containerd.io` when their service restarts."""
+at the next reboot; `kubelet` and `containerd.io` when their service restarts. One branch of the
+driver and of Fabric Manager (`nvidia-fabricmanager-<branch>`) at a time: a new branch's package
+replaces the old one. `apt-get remove|purge` takes packages out of the dpkg view, except the
+running kernel's image (boot another kernel first, as Ubuntu's linux-check-removal insists)."""
 
 from __future__ import annotations
 
 import re
 
+from pitstop_sim.platform_objects import kernel_package_version
 from pitstop_sim.ssh.context import ExecContext, Handler
 
 APT_FAILED = 100
@@ -28,6 +32,11 @@ REPOSITORY_PREFIXES = (
     "mlnx-",
     "doca-",
 )
+# Packages named by kernel release: the archive has one version per name (`kernel_package_version`).
+KERNEL_PACKAGE = re.compile(
+    r"^linux-(?:image|headers|modules-nvidia-[0-9]+(?:-server|-open)?)-([0-9]+\.[0-9]+\.[0-9]+-[0-9]+-[a-z0-9]+)$"
+)
+ONE_BRANCH = ("nvidia-driver-", "nvidia-fabricmanager-")
 NOT_ROOT_APT = (
     "E: Could not open lock file /var/lib/dpkg/lock-frontend - open (13: Permission denied)\n"
     "E: Unable to acquire the dpkg frontend lock (/var/lib/dpkg/lock-frontend), are you root?\n"
@@ -111,13 +120,44 @@ def apt_get(argv: list[str], ctx: ExecContext) -> int:
             return APT_FAILED
         ctx.write("Hit:1 https://pkgs.k8s.io/core:/stable:/v1.30/deb  InRelease\nReading package lists...\n")
         return 0
-    if command != "install":
-        ctx.error(f"E: Invalid operation {command} (the simulated node knows install and update)\n")
+    if command not in ("install", "remove", "purge"):
+        ctx.error(f"E: Invalid operation {command} (the simulated node knows install, remove and update)\n")
         return APT_FAILED
     if ctx.user != "root":
         ctx.error(NOT_ROOT_APT)
         return APT_FAILED
+    if command != "install":
+        return _remove(packages, flags, ctx)
     return _install(packages, flags, ctx)
+
+
+def _remove(names: list[str], flags: set[str], ctx: ExecContext) -> int:
+    profile = ctx.host.backend.profile(ctx.node)
+    ctx.write("Reading package lists...\nBuilding dependency tree...\nReading state information...\n")
+    running = f"linux-image-{profile.kernel_version}"
+    if running in names:
+        # Ubuntu's linux-check-removal asks "Abort kernel removal?" (default yes); unattended, it aborts.
+        ctx.error(
+            f"E: (pitstop sim) {running} is the running kernel: linux-check-removal aborts its "
+            "removal; boot another kernel first\n"
+        )
+        return APT_FAILED
+    gone = [n for n in names if n in profile.packages]
+    for name in names:
+        if name not in profile.packages:
+            ctx.write(f"Package '{name}' is not installed, so not removed\n")
+    if gone:
+        ctx.write(f"The following packages will be REMOVED:\n  {' '.join(gone)}\n")
+    ctx.write(f"0 upgraded, 0 newly installed, {len(gone)} to remove and 0 not upgraded.\n")
+    if not gone:
+        return 0
+    if not {"-y", "--yes", "--assume-yes"} & flags:
+        ctx.write("Do you want to continue? [Y/n] Abort.\n")
+        return 1
+    ctx.host.backend.remove_packages(ctx.node, gone)
+    for name in gone:
+        ctx.write(f"Removing {name} ({profile.packages[name]}) ...\n")
+    return 0
 
 
 def _install(specs: list[str], flags: set[str], ctx: ExecContext) -> int:
@@ -137,6 +177,9 @@ def _install(specs: list[str], flags: set[str], ctx: ExecContext) -> int:
         if current is None and name not in REPOSITORY_PACKAGES and not name.startswith(REPOSITORY_PREFIXES):
             ctx.error(f"E: Unable to locate package {name}\n")
             return APT_FAILED
+        kernel = KERNEL_PACKAGE.match(name)
+        if not version and current is None and kernel is not None:
+            version = kernel_package_version(kernel.group(1))
         if not version:
             if current is None:
                 ctx.error(f"E: Unable to locate package {name}\n")
@@ -149,8 +192,9 @@ def _install(specs: list[str], flags: set[str], ctx: ExecContext) -> int:
         changes[name] = version
         if current is None:
             new.append(name)
-            if name.startswith("nvidia-driver-"):
-                removed += [p for p in installed if p.startswith("nvidia-driver-") and p != name]
+            for family in ONE_BRANCH:
+                if name.startswith(family):
+                    removed += [p for p in installed if p.startswith(family) and p != name]
         elif compare_versions(version, current) < 0:
             downgraded.append(name)
         elif current != version:
