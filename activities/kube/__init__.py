@@ -12,6 +12,7 @@
   upgrade_checks.py  kube.deprecations, kube.crd_webhook_check (pre-upgrade, read-only)
   apply.py       kube.apply (server-side apply by default; client-side as kubectl)
   rollout.py     kube.wait_rollout (kubectl rollout status's verdict)
+  serving.py     kube.serving_check (zero-downtime practice of serving Deployments)
   inventory.py   dynamic inventory groups (`from_nodes`) for plan.load
   client.py      the cached ApiClient per cluster and the JSON layer over it
   common.py      node name, deadlines, heartbeats, error translation
@@ -33,6 +34,7 @@ from activities.kube.generic import get, patch
 from activities.kube.job import run_job
 from activities.kube.nodes import annotate, cordon, taint, uncordon, untaint, wait_node_ready
 from activities.kube.rollout import wait_rollout
+from activities.kube.serving import serving_check
 from activities.kube.suspend import resume_workloads
 from activities.kube.upgrade_checks import crd_webhook_check, deprecations
 
@@ -56,4 +58,5 @@ KUBE_ACTIVITIES: list[Callable[..., Any]] = [
     crd_webhook_check,
     apply,
     wait_rollout,
+    serving_check,
 ]

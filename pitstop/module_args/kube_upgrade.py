@@ -181,6 +181,22 @@ class WaitRolloutArgs(ModuleArgs):
         return self
 
 
+class ServingCheckArgs(ModuleArgs):
+    """Report serving Deployments that a drain or an engine upgrade would interrupt: not a
+    rolling update with maxUnavailable 0, fewer than `min_replicas`, a container without a
+    readinessProbe or a preStop hook, a grace period under `min_grace_seconds`, or no
+    PodDisruptionBudget. Read-only; runs in check mode too."""
+
+    namespaces: list[str] = Field(default_factory=list, description="Namespaces to look in (default: all).")
+    gpu_only: bool = Field(default=True, description="Only Deployments whose pods request nvidia.com/gpu.")
+    min_replicas: int = Field(default=2, ge=1)
+    min_grace_seconds: int = Field(default=60, ge=0)
+    fail_on: Literal["never", "any"] = Field(
+        default="never", description="`any`: fail when a serving Deployment falls short (default: report)."
+    )
+    max_listed: int = Field(default=10, ge=1, le=100, description="Deployments named in the message.")
+
+
 def _spec(name: str, model: type[ArgsT], summary: str, minutes: int) -> ModuleSpec[ArgsT]:
     return ModuleSpec(
         name=name,
@@ -218,5 +234,12 @@ WAIT_ROLLOUT = _spec(
     60,
 )
 
+SERVING_CHECK = _spec(
+    "kube.serving_check",
+    ServingCheckArgs,
+    "Report serving Deployments a drain or an upgrade would interrupt (surge, probes, preStop, PDB).",
+    5,
+)
+
 # Every module of this file, listed once; `pitstop/module_catalog.py` joins the families.
-SPECS: list[ModuleSpec[Any]] = [DEPRECATIONS, CRD_WEBHOOK_CHECK, APPLY, WAIT_ROLLOUT]
+SPECS: list[ModuleSpec[Any]] = [DEPRECATIONS, CRD_WEBHOOK_CHECK, APPLY, WAIT_ROLLOUT, SERVING_CHECK]
