@@ -13,6 +13,8 @@
   apply.py       kube.apply (server-side apply by default; client-side as kubectl)
   rollout.py     kube.wait_rollout (kubectl rollout status's verdict)
   serving.py     kube.serving_check (zero-downtime practice of serving Deployments)
+  gpu_driver.py  gpu.driver_management, gpu.operator_driver_hold, gpu.operator_driver_node
+                 (the GPU Operator's containerized driver, rolled by pitstop)
   inventory.py   dynamic inventory groups (`from_nodes`) for plan.load
   client.py      the cached ApiClient per cluster and the JSON layer over it
   common.py      node name, deadlines, heartbeats, error translation
@@ -31,6 +33,7 @@ from activities.kube.capacity import capacity_check
 from activities.kube.checkpoint import wait_for_workloads
 from activities.kube.drain import drain_node
 from activities.kube.generic import get, patch
+from activities.kube.gpu_driver import GPU_DRIVER_ACTIVITIES
 from activities.kube.job import run_job
 from activities.kube.nodes import annotate, cordon, taint, uncordon, untaint, wait_node_ready
 from activities.kube.rollout import wait_rollout
@@ -59,4 +62,5 @@ KUBE_ACTIVITIES: list[Callable[..., Any]] = [
     apply,
     wait_rollout,
     serving_check,
+    *GPU_DRIVER_ACTIVITIES,
 ]
