@@ -264,6 +264,12 @@ def test_the_upgrade_refuses_extra_vars_that_are_not_versions_or_packages() -> N
         for value in HOSTILE:
             assert not _holds(check, {**runbook.vars, name: str(runbook.vars[name]) + value}), (name, value)
             assert not _holds(check, {**runbook.vars, name: value}), (name, value)
+    # Optional ones: accepted when they are what they claim, refused with anything else.
+    optional = {"kernel_target": "5.15.0-119-generic", "fabricmanager_package_version": "570.86.15-1"}
+    assert _holds(check, {**runbook.vars, **optional})
+    for name, good in optional.items():
+        for value in HOSTILE:
+            assert not _holds(check, {**runbook.vars, name: good + value}), (name, value)
 
 
 def test_a_node_cannot_inject_into_its_own_rollback_command() -> None:
@@ -275,3 +281,21 @@ def test_a_node_cannot_inject_into_its_own_rollback_command() -> None:
     for value in HOSTILE:
         assert not _holds(version, {"before": {"gpu_driver": f"550.54.15{value}"}}), value
         assert not _holds(package, {"driver_package_before": f"nvidia-driver-550=550.54{value}"}), value
+
+
+def test_a_kernel_target_or_a_nodes_kernel_and_fabric_manager_cannot_inject() -> None:
+    _, tasks = load_task_file(REPO / "runbooks" / "tasks" / "upgrade-gpu-node.yaml")
+    target = _assert_task(tasks, "The kernel target is a kernel release")
+    before = _assert_task(tasks, "The Fabric Manager and kernel to roll back to are packages and versions")
+    assert _holds(target, {"kernel_target": "5.15.0-119-generic"})
+    recorded = {
+        "fm_package_before": "nvidia-fabricmanager-550=550.90.07-1",
+        "kernel_before": "5.15.0-105-generic",
+        "kernel_packages_before": "linux-image-5.15.0-105-generic=5.15.0-105.115 "
+        "linux-headers-5.15.0-105-generic=5.15.0-105.115",
+    }
+    assert _holds(before, recorded)
+    for value in HOSTILE:
+        assert not _holds(target, {"kernel_target": f"5.15.0-119-generic{value}"}), value
+        for name in recorded:
+            assert not _holds(before, {**recorded, name: recorded[name] + value}), (name, value)
