@@ -1,5 +1,8 @@
 """The GPU Operator's containerized driver: gpu.driver_management, gpu.operator_driver_hold,
-gpu.operator_driver_node (the facts they rest on: `pitstop.gpu.operator`)."""
+gpu.operator_driver_node (the facts they rest on: `pitstop.gpu.operator`).
+
+The driver pod is removed through the Eviction API, as every pod pitstop removes: the worker's
+roles grant `pods/eviction`, never `delete pods` (tests/unit/test_kubernetes_manifests.py)."""
 
 from __future__ import annotations
 
@@ -341,7 +344,7 @@ def operator_driver_node(call: ModuleCall, args: OperatorDriverNodeArgs) -> Modu
         if outdated:
             return ModuleResult(
                 changed=True,
-                msg=f"would delete {name}'s driver pod {name_of(outdated[0])} "
+                msg=f"would evict {name}'s driver pod {name_of(outdated[0])} "
                 f"({_pod_facts(outdated[0])['version']} -> {version})",
                 data=data,
             )
@@ -349,11 +352,26 @@ def operator_driver_node(call: ModuleCall, args: OperatorDriverNodeArgs) -> Modu
     changed = False
     for pod in outdated:
         # Only this node's pod, and only the one read (a uid precondition): never another's.
-        meta = pod.get("metadata") or {}
+        # Through the Eviction API like every pod pitstop removes (the worker may not delete
+        # pods); no PDB covers a driver pod, so it is not refused for that.
+        namespace, pod_name = args.namespace, name_of(pod)
+        options = {"preconditions": {"uid": (pod.get("metadata") or {}).get("uid")}}
+        eviction = {
+            "apiVersion": "policy/v1",
+            "kind": "Eviction",
+            "metadata": {"name": pod_name, "namespace": namespace},
+            "deleteOptions": options,
+        }
         try:
-            kube.delete(pod_path(args.namespace, name_of(pod)), {"preconditions": {"uid": meta.get("uid")}})
+            kube.post(f"{pod_path(namespace, pod_name)}/eviction", eviction)
         except ApiStatus as exc:
-            if exc.status not in (404, 409):
+            if exc.status == 429:
+                fail(
+                    ErrorType.POLICY_VIOLATION,
+                    f"the eviction of {name}'s driver pod {pod_name} was refused by a PodDisruptionBudget "
+                    f"({exc.message}); nothing else was changed",
+                )
+            if exc.status not in (404, 409):  # gone already, or replaced
                 raise
         changed = True
     ds_selector = (ds.get("spec") or {}).get("selector")

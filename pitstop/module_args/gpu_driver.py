@@ -68,7 +68,7 @@ class OperatorDriverHoldArgs(_Policy):
 
 class OperatorDriverNodeArgs(NodeArgs, _Policy, _Namespace):
     """Give one node (drained by the runbook first) the driver of the DaemonSet's current
-    template: wait until the DaemonSet carries `version`, delete this node's driver pod (only
+    template: wait until the DaemonSet carries `version`, evict this node's driver pod (only
     this node's), wait until its new pod is Ready with that version and the node's GPUs are
     allocatable again. Refused while the operator's autoUpgrade is on (it would race pitstop)."""
 

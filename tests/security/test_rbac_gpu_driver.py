@@ -1,7 +1,7 @@
 """The GPU Operator driver modules as the worker's ServiceAccount, with the shipped maintenance
 and upgrade roles enforced by the rehearsal cluster's RBAC: every call they make is allowed,
-and each of the two rules added for them is needed (without it, the apiserver's 403 and
-nothing changed)."""
+and each rule they need is needed (without it, the apiserver's 403 and nothing changed): the
+ClusterPolicy patch, and the driver pod's eviction (the worker may not delete pods)."""
 
 from __future__ import annotations
 
@@ -65,8 +65,8 @@ def test_the_shipped_roles_allow_the_whole_driver_roll(cluster: SimCluster) -> N
     [
         ("pitstop-gpu-operator-driver", ["clusterpolicies"],
          'patch resource "clusterpolicies" in API group "nvidia.com" at the cluster scope'),
-        ("pitstop-gpu-driver-pods", ["pods"],
-         'delete resource "pods" in API group "" in the namespace "gpu-operator"'),
+        ("pitstop-node-maintenance", ["pods/eviction"],
+         'create resource "pods/eviction" in API group "" in the namespace "gpu-operator"'),
     ],
 )  # fmt: skip
 def test_without_its_rule_the_driver_roll_gets_the_apiservers_403(
@@ -74,8 +74,8 @@ def test_without_its_rule_the_driver_roll_gets_the_apiservers_403(
 ) -> None:
     runner = ModuleRunner()
     registered_worker_token(cluster, runner.cluster(cluster).name)
-    if role == "pitstop-gpu-driver-pods":
-        # The hold is allowed; the pod deletion is what this rule is for.
+    if role == "pitstop-node-maintenance":
+        # The hold is allowed; the pod's eviction is what this rule is for.
         runner(operator_driver_hold, cluster, {"version": NEW}, host="localhost")
     before = {p["metadata"]["uid"] for p in cluster.list("pods", "gpu-operator")}
     driver_before = _driver(cluster)
