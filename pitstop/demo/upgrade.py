@@ -84,7 +84,7 @@ def write_inventory(
     for node in sim.node_names():
         info = sim.ssh_info(node)
         hostvars: dict[str, Any] = {"ansible_host": info.host, "ansible_port": info.port, "node_name": node}
-        labels = sim.get("nodes", node)["metadata"].get("labels") or {}
+        labels = ((sim.get("nodes", node) or {}).get("metadata") or {}).get("labels") or {}
         if node in control:
             cp[node] = hostvars
         elif labels.get(GPU_PRESENT_LABEL) != "true":
