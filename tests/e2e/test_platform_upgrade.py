@@ -22,6 +22,7 @@ from typing import Any
 
 import boto3
 import pytest
+from ruamel.yaml import YAML
 from temporalio.client import Client, WorkflowHandle
 
 from activities import ACTIVITIES
@@ -156,11 +157,30 @@ def lab(
         yield lab
 
 
+KERNEL_BEFORE, KERNEL_TARGET = "5.15.0-105-generic", "5.15.0-119-generic"
+
+
+def _nvswitch_canary(tmp_path: Path) -> Path:
+    """The regression scenario, its canary an NVSwitch system (HGX) running Fabric Manager at
+    its driver's version: the upgrade then moves kernel, headers, driver and Fabric Manager as
+    one set, and the rollback must restore the whole set."""
+    yaml = YAML(typ="safe")
+    doc = yaml.load(du.REGRESSION_SCENARIO.read_text())
+    doc["cluster"]["node_overrides"][du.CANARY_NODE]["nvswitch"] = True
+    doc["platform"].setdefault("node_packages", {})[du.CANARY_NODE] = {
+        "nvidia-fabricmanager-550": "550.90.07-1"
+    }
+    path = tmp_path / "platform-upgrade-regression-nvswitch.yaml"
+    with path.open("w") as out:
+        yaml.dump(doc, out)
+    return path
+
+
 @pytest.fixture
 def regressed(
     tmp_path: Path, s3_endpoint: str, etcd_endpoint: str, monkeypatch: pytest.MonkeyPatch
 ) -> Iterator[Upgrade]:
-    yield from _served(du.REGRESSION_SCENARIO, tmp_path, s3_endpoint, etcd_endpoint, monkeypatch)
+    yield from _served(_nvswitch_canary(tmp_path), tmp_path, s3_endpoint, etcd_endpoint, monkeypatch)
 
 
 @pytest.fixture
@@ -295,7 +315,7 @@ async def test_a_canary_regression_rolls_the_canary_back_and_the_change_record_s
     temporal_client: Client, worker: str, regressed: Upgrade
 ) -> None:
     sim = regressed.sim
-    report = await _run(temporal_client, worker, regressed.request(), within=240)
+    report = await _run(temporal_client, worker, regressed.request(kernel_target=KERNEL_TARGET), within=240)
     assert report.status == "rolled_back", (report.msg, _failures(report))
     names = [s.name for s in report.stages]
     canary = report.stages[names.index("canary")]
@@ -306,8 +326,17 @@ async def test_a_canary_regression_rolls_the_canary_back_and_the_change_record_s
     assert report.stages[names.index("control-plane")].status == "ok"
     assert all(s.status in ("pending", "skipped") for s in report.stages[names.index("canary") + 1 :])
 
-    # The canary is back on its old driver, schedulable, and its bandwidth is back.
-    assert sim.node_profile(du.CANARY_NODE).driver_version == "550.90.07"
+    # The canary is back on its old kernel, driver and Fabric Manager (the set it had), schedulable,
+    # and its bandwidth is back; the new kernel is gone from it.
+    canary_node = sim.node_profile(du.CANARY_NODE)
+    assert canary_node.driver_version == "550.90.07"
+    assert canary_node.kernel_version == KERNEL_BEFORE
+    assert canary_node.packages["nvidia-fabricmanager-550"] == "550.90.07-1"
+    assert not any(p.startswith("nvidia-fabricmanager-570") for p in canary_node.packages)
+    assert f"linux-image-{KERNEL_TARGET}" not in canary_node.packages
+    # ... and it had really been on the new set before the regression was found.
+    upgraded = [t for t in canary.hosts[0].tasks if t.name.startswith("Install the target driver")]
+    assert [(t.status, KERNEL_TARGET in json.dumps(t.data)) for t in upgraded] == [("changed", True)]
     assert not sim.get("nodes", du.CANARY_NODE)["spec"].get("unschedulable")
     assert sim.node_health(du.CANARY_NODE).nccl_busbw_gbps > 300
 

@@ -11,6 +11,7 @@ and two GPU products (runbooks/platform-upgrade.yaml, docs/upgrade-process.md "W
 from __future__ import annotations
 
 from collections.abc import Iterator
+from datetime import datetime
 from pathlib import Path
 
 import pytest
@@ -44,6 +45,9 @@ def _scenario(tmp_path: Path) -> Path:
     for i, zone in enumerate(zones, start=1):
         overrides.setdefault(f"gpu-node-{i:03d}", {})["domain"] = zone
     doc["platform"]["control_plane"]["nodes"] = 3
+    # The driver runs as the GPU Operator's container (ClusterPolicy driver.version), not from
+    # host packages: the upgrade takes the operator path.
+    doc["cluster"]["driver_management"] = "operator"
     path = tmp_path / "platform-upgrade-waves.yaml"
     with path.open("w") as out:
         yaml.dump(doc, out)
@@ -133,16 +137,17 @@ async def test_the_fleet_widens_one_failure_domain_at_a_time_each_gated_and_obse
     # Every pool's kubelets, the CPU node of the system pool too, by zone.
     components = next(s for s in report.stages if s.name == "node-components")
     assert "gpu-node-007" in {h.host for h in components.hosts if h.status == "ok"}
-    assert [w.wave for w in components.waves] == ["zone-a", "zone-b", "zone-c"]
+    assert sorted(w.wave for w in components.waves) == ["zone-a", "zone-b", "zone-c"]
     for node in sim.node_names():
         assert sim.get("nodes", node)["status"]["nodeInfo"]["kubeletVersion"] == "v1.31.2", node
 
     widen = next(s for s in report.stages if s.name == "widen")
-    assert [(w.wave, w.hosts) for w in widen.waves] == [("zone-a", 1), ("zone-b", 2), ("zone-c", 1)]
+    # One wave per zone (in the order the inventory first names each zone's nodes).
+    assert {w.wave: w.hosts for w in widen.waves} == {"zone-a": 1, "zone-b": 2, "zone-c": 1}
     # A gate before every wave: acceptance's for the first, the wave gates for the others.
     gates = {g.rule.gate_id: g for g in report.gates}
     assert gates["acceptance:after"].status == "approved"
-    assert [w.gate for w in widen.waves] == [None, "widen:wave-zone-b", "widen:wave-zone-c"]
+    assert [w.gate for w in widen.waves] == [None] + [f"widen:wave-{w.wave}" for w in widen.waves[1:]]
     assert all(gates[w.gate].status == "approved" for w in widen.waves[1:] if w.gate)
     # ... and a window after every wave, before the next one's gate opened.
     for wave, following in zip(widen.waves, [*widen.waves[1:], None], strict=True):
@@ -151,6 +156,32 @@ async def test_the_fleet_widens_one_failure_domain_at_a_time_each_gated_and_obse
         if following is not None and following.gate:
             assert wave.observed_until <= gates[following.gate].opened_at
     assert len(widen.observations) >= 3 and all(o.status == "ok" for o in widen.observations)
+
+    # The operator path: the operator was held off its own roll, and each GPU node's driver pod
+    # was recreated while pitstop had that node cordoned (its last cordon of the run), never
+    # before pitstop released it.
+    policy = sim.get("clusterpolicies", "cluster-policy")
+    assert policy is not None
+    assert policy["spec"]["driver"]["version"] == "570.86.15"
+    assert policy["spec"]["driver"]["upgradePolicy"]["autoUpgrade"] is False
+    pods = {
+        p["spec"]["nodeName"]: p
+        for p in sim.list("pods", "gpu-operator")
+        if (p["metadata"].get("labels") or {}).get("app") == "nvidia-driver-daemonset"
+    }
+    gpu_nodes = [n for n in sim.gpu_node_names() if n != "gpu-node-007"]
+    assert sorted(pods) == gpu_nodes
+    everything = sim.timeline()
+    for node in gpu_nodes:
+        pod = pods[node]
+        assert pod["spec"]["containers"][0]["image"].endswith(":570.86.15-ubuntu22.04"), node
+        assert not (sim.get("nodes", node)["metadata"].get("labels") or {}).get(
+            "nvidia.com/gpu-driver-upgrade-state"
+        )
+        cordoned = max(e.at for e in everything if e.node == node and e.event == "cordoned")
+        uncordoned = max(e.at for e in everything if e.node == node and e.event == "uncordoned")
+        created = datetime.fromisoformat(pod["metadata"]["creationTimestamp"].replace("Z", "+00:00"))
+        assert cordoned.replace(microsecond=0) <= created <= uncordoned, (node, cordoned, created, uncordoned)
 
     # The simulator's own record: while the fleet widened, never two zones out at once.
     widened = {h.host for h in widen.hosts}
