@@ -10,11 +10,11 @@ from datetime import UTC, datetime
 from typing import Any
 
 from temporalio import activity
-from temporalio.client import WorkflowExecutionStatus
+from temporalio.client import Client, WorkflowExecutionDescription, WorkflowExecutionStatus
 from temporalio.service import RPCError, RPCStatusCode
 
 from activities.module_activity import module_activity
-from pitstop.contracts import ModuleCall, ModuleResult, RunReport
+from pitstop.contracts import ModuleCall, ModuleResult, Plan, RunReport
 from pitstop.errors import ErrorType, fail, make_error
 from pitstop.module_args.runs import REQUIRE_RUN, RequireRunArgs
 from pitstop.runbook.durations import parse_duration
@@ -51,6 +51,8 @@ async def runs_require(call: ModuleCall, args: RequireRunArgs) -> ModuleResult:
         )
     report = await handle.result()
     problems = _problems(args, report)
+    if args.same_vars:
+        problems += _different_vars(args.same_vars, await _vars_of(client, args.run_id, described))
     data: dict[str, Any] = {
         "run_id": report.run_id,
         "runbook": report.runbook,
@@ -91,6 +93,50 @@ def _problems(args: RequireRunArgs, report: RunReport) -> list[str]:
         elif statuses[name] != "ok":
             problems.append(f"its stage {name!r} ended {statuses[name]}")
     return problems
+
+
+async def _vars_of(
+    client: Client, run_id: str, described: WorkflowExecutionDescription
+) -> dict[str, Any] | None:
+    """The variables that run planned with (its runbook's vars, its -e on top), from the result of
+    its `plan.load` in the history of its first execution (a run that continued as new carries
+    its plan along, but planned it once). None when no plan is found."""
+    first = described.raw_description.workflow_execution_info.first_run_id or described.run_id
+    scheduled: set[int] = set()
+    async for event in client.get_workflow_handle(run_id, run_id=first).fetch_history_events():
+        if event.HasField("activity_task_scheduled_event_attributes"):
+            if event.activity_task_scheduled_event_attributes.activity_type.name == "plan.load":
+                scheduled.add(event.event_id)
+        elif event.HasField("activity_task_completed_event_attributes"):
+            done = event.activity_task_completed_event_attributes
+            if done.scheduled_event_id in scheduled:
+                [plan] = await client.data_converter.decode(done.result.payloads, [Plan])
+                assert isinstance(plan, Plan)
+                return {**plan.runbook.vars, **plan.extra_vars}
+    return None
+
+
+def _different_vars(wanted: dict[str, Any], used: dict[str, Any] | None) -> list[str]:
+    if used is None:
+        return ["its plan is not in its history: the variables it used cannot be checked"]
+    problems: list[str] = []
+    for name, value in wanted.items():
+        if name not in used:
+            problems.append(f"it did not set {name}")
+        elif used[name] != value:
+            problems.append(f"it ran with {name} {_differs(used[name], value)}")
+    return problems
+
+
+def _differs(theirs: Any, ours: Any) -> str:
+    """What differs, said briefly: the keys of a mapping that differ, or both values."""
+    if isinstance(theirs, dict) and isinstance(ours, dict):
+        keys = sorted(set(theirs) | set(ours), key=str)
+        diff = [
+            f"{k}: {theirs.get(k)!r} (here {ours.get(k)!r})" for k in keys if theirs.get(k) != ours.get(k)
+        ]
+        return "where " + ", ".join(diff[:5]) + (f" and {len(diff) - 5} more" if len(diff) > 5 else "")
+    return f"{theirs!r}, not {ours!r}"
 
 
 RUNS_ACTIVITIES: list[Callable[..., Any]] = [runs_require]

@@ -16,7 +16,8 @@ from pitstop.runbook.durations import parse_duration
 class RequireRunArgs(ModuleArgs):
     """The run named by `run_id` (a workflow id) must be a finished run of `runbook`, for real
     (not a plan), on another cluster than `not_cluster`, no older than `max_age`, with each of
-    `stages_ok` ended `ok`. Read from Temporal, where the run's own report is: no one's word."""
+    `stages_ok` ended `ok` and each of `same_vars` at the value given. Read from Temporal, where
+    the run's own report and plan are: no one's word."""
 
     run_id: str = Field(min_length=1, description="Workflow id of the earlier run (e.g. the lab's).")
     runbook: str = Field(min_length=1, description="The runbook that run must have run.")
@@ -27,6 +28,12 @@ class RequireRunArgs(ModuleArgs):
         default=None, description="It must have run on another cluster than this one (the one being changed)."
     )
     max_age: str | None = Field(default=None, description="It must have ended within this long (e.g. '30d').")
+    same_vars: dict[str, Any] = Field(
+        default_factory=dict,
+        description="Variables that run must have used with these very values (its runbook's vars with "
+        "its -e on top, read from its plan in Temporal): e.g. the version targets, so that a lab run "
+        "of another upgrade does not count.",
+    )
 
     @field_validator("max_age")
     @classmethod

@@ -4,6 +4,8 @@ loader's refusals of a wave block that cannot mean anything."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from activities.plan import build_plan
@@ -137,3 +139,19 @@ def test_a_wave_block_that_cannot_mean_anything_is_refused_where_it_is_written(
         parse_runbook(parse_yaml(RUNBOOK.replace(*change), "rb.yaml"))
     assert message in str(refused.value)
     assert refused.value.line > 1
+
+
+def test_the_shipped_upgrade_plans_in_waves_against_the_staging_inventory(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    runbooks = Path(__file__).resolve().parents[2] / "runbooks"
+    monkeypatch.setenv("PITSTOP_RUNBOOK_DIR", str(runbooks))
+    planned = build_plan(RunRequest(runbook="platform-upgrade.yaml", inventory="inventories/staging.yaml"))
+    stages = {s.name: s for s in planned.stages}
+    assert stages["widen"].waves == ["zone-a", "zone-b"]
+    assert stages["widen"].wave_hosts("zone-b") == ["stg-gpu-03", "stg-gpu-04"]
+    covered = {(c.value, tuple(c.canaries)) for c in stages["widen"].coverage}
+    assert ("NVIDIA-H100-80GB-HBM3", ("stg-gpu-01",)) in covered
+    # Every pool's kubelets: the system pool's node too, in its zone's wave.
+    assert "stg-sys-01" in stages["node-components"].wave_hosts("zone-a")
+    assert planned.gates["widen:wave"].approvers == ["alice", "bob", "carol"]

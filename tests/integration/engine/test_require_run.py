@@ -71,3 +71,37 @@ async def test_an_unknown_run_is_refused_by_name(run: RunFn) -> None:
     status, msg = outcome(await run(prod_run("no-such-run"), inventory("prod")))
     assert status == "failed"
     assert "there is no run 'no-such-run' in namespace default" in msg
+
+
+def prod_run_same(lab_run_id: str, targets: str) -> str:
+    return f"""
+name: upgrade-prod
+stages:
+  - name: rehearsal
+    hosts: localhost
+    tasks:
+      - runs.require:
+          run_id: {lab_run_id}
+          runbook: platform-upgrade
+          stages_ok: [control-plane]
+          same_vars: {{targets: {targets}, driver_target: "570.86.15"}}
+"""
+
+
+async def test_a_lab_run_of_other_targets_does_not_count(run: RunFn) -> None:
+    lab_runbook = LAB_RUN.replace(
+        "name: platform-upgrade\n",
+        'name: platform-upgrade\nvars:\n  targets: {kubernetes: v1.31.2, gpu-driver: "570.86.15"}\n',
+    )
+    # The runbook's own vars, with the lab's -e on top, are what the lab run planned with.
+    lab = await run(lab_runbook, inventory("lab"), vars={"driver_target": "570.86.15"})
+    same = '{kubernetes: v1.31.2, gpu-driver: "570.86.15"}'
+    status, msg = outcome(await run(prod_run_same(lab.run_id, same), inventory("prod")))
+    assert status == "ok", msg
+    other = '{kubernetes: v1.31.2, gpu-driver: "575.51.03"}'
+    status, msg = outcome(await run(prod_run_same(lab.run_id, other), inventory("prod")))
+    assert status == "failed"
+    assert "it ran with targets where gpu-driver: '570.86.15' (here '575.51.03')" in msg, msg
+    unset = await run(lab_runbook, inventory("lab"))
+    status, msg = outcome(await run(prod_run_same(unset.run_id, same), inventory("prod")))
+    assert status == "failed" and "it did not set driver_target" in msg, msg
