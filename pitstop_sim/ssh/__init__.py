@@ -42,6 +42,14 @@ What a node answers (exactly the protocol in `activities/ssh.py` / `pitstop.ssh.
       answers 0, then the simulator reboots the node: connections drop, the port refuses
       connections while the node is NotReady, and it comes back with a new boot id when the
       node is Ready again (never, for `faults.nodes_never_return`)
+  apt-get install|remove|purge, apt-mark, dpkg-query -W   the node's packages (the dpkg view);
+      a driver or kernel takes effect at the next reboot, removing the running kernel is refused
+  update-grub (GRUB_DEFAULT from /etc/default/grub and grub.d/*.cfg); a reboot boots GRUB's
+      kernel (uname -r follows it); the driver loads only when the booted kernel has its headers
+      or prebuilt modules, else nvidia-smi fails (exit 9) with the driver's real message
+  nv-fabricmanager --version, systemctl is-active|status nvidia-fabricmanager   Fabric Manager on
+      NVSwitch nodes (scenario `nvswitch`), active only at the loaded driver's exact version
+  kubeadm version|upgrade plan|apply|node, kubelet --version, containerd --version, ofed_info -s
   sudo -n [-u USER] -- CMD, timeout [-k N] SECONDS CMD (exit 124), sh -c '...', cd DIR && ...
   coreutils on an in-memory file system (kept across reboots except /tmp): cat, test/[,
   sha256sum, stat -c, mkdir [-p], rm [-rf], rmdir, mv, cp, chmod, chown, touch, ls, tail -c/-n,
