@@ -17,13 +17,13 @@ from pitstop_sim.ssh.host import UpdaterRun, image_version
 
 UPDATER = protocol.UPDATER
 # nvidia-smi's words and exit status (9: driver not loaded) when no driver module is loaded;
-# tests/fixtures/real/node_stack/nvidia_smi_no_driver_after_kernel_upgrade.txt (its source there).
+# tests/fixtures/real/node_stack/nvidia_smi_no_driver_dkms_kernel_6.17_idx55035689867.txt (its source there).
 NO_DRIVER = (
     "NVIDIA-SMI has failed because it couldn't communicate with the NVIDIA driver. "
     "Make sure that the latest NVIDIA driver is installed and running.\n"
 )
 RC_NO_DRIVER = 9
-# `nv-fabricmanager --version` (tests/fixtures/real/node_stack/nv_fabricmanager_version.txt).
+# `nv-fabricmanager --version` (tests/fixtures/real/node_stack/nv_fabricmanager_version_535_idx30957937506.txt).
 FM_VERSION_LINE = "Fabric Manager version is : {version}\n"
 # What `nvidia-smi` reports as memory.total for the products the scenarios use (MiB).
 MEMORY_MIB = {80: 81559, 94: 95830, 141: 143771, 40: 40960, 48: 46068, 24: 23034}
