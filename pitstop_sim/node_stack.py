@@ -92,7 +92,8 @@ def fabric_manager_problem(profile: NodeProfile, nvswitch: bool) -> str | None:
     if not driver_loaded(profile):
         return "(pitstop sim) the NVIDIA driver is not loaded"
     if version != profile.driver_version:
-        # The daemon's own words (gpu-operator#544, nvtrust#55; fixture fabricmanager_mismatch_journal_530_gpu-operator-issue544.txt).
+        # The daemon's own words (gpu-operator#544, nvtrust#55; the fixture
+        # tests/fixtures/real/node_stack/fabricmanager_mismatch_journal_530_gpu-operator-issue544.txt).
         return (
             f"fabric manager NVIDIA GPU driver interface version {version} don't match with driver "
             f"version {profile.driver_version}. Please update with matching NVIDIA driver package."

@@ -23,7 +23,8 @@ NO_DRIVER = (
     "Make sure that the latest NVIDIA driver is installed and running.\n"
 )
 RC_NO_DRIVER = 9
-# `nv-fabricmanager --version` (tests/fixtures/real/node_stack/nv_fabricmanager_version_535_idx30957937506.txt).
+# `nv-fabricmanager --version`
+# (tests/fixtures/real/node_stack/nv_fabricmanager_version_535_idx30957937506.txt).
 FM_VERSION_LINE = "Fabric Manager version is : {version}\n"
 # What `nvidia-smi` reports as memory.total for the products the scenarios use (MiB).
 MEMORY_MIB = {80: 81559, 94: 95830, 141: 143771, 40: 40960, 48: 46068, 24: 23034}

@@ -36,7 +36,7 @@ def profile(driver: str, fm: str) -> NodeProfile:
 
 
 def test_nvidia_smi_without_a_driver_says_what_the_real_one_says() -> None:
-    assert NO_DRIVER == real("nvidia_smi_no_driver_dkms_kernel_6.17_idx55035689867.txt")
+    assert real("nvidia_smi_no_driver_dkms_kernel_6.17_idx55035689867.txt") == NO_DRIVER
 
 
 def test_fabric_manager_prints_its_version_as_the_real_one_does() -> None:
