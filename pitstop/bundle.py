@@ -11,7 +11,7 @@ import os
 from pathlib import Path
 
 from pitstop.runbook import Inventory, Runbook, load_inventory, load_runbook
-from pitstop.safe_yaml import read_text_capped, safe_load_file
+from pitstop.safe_yaml import read_text_capped
 
 MAX_BUNDLE_BYTES = 1024 * 1024
 
@@ -26,13 +26,14 @@ def collect(runbook_path: Path, inventory_path: Path | None) -> tuple[dict[str, 
     Raises RunbookError (with file:line:col) for invalid input, before anything is sent.
     """
     inventory: Inventory | None = load_inventory(inventory_path) if inventory_path else None
-    runbook: Runbook = load_runbook(runbook_path, inventory)
+    imported: set[Path] = set()
+    runbook: Runbook = load_runbook(runbook_path, inventory, imported=imported)
     sources = {runbook_path.resolve()}
     for task in runbook.all_tasks():
         sources.add(Path(task.source.path).resolve())
-    # A task file that only imports others holds no task of its own, yet the worker's loader
-    # reads it: every file on an import chain goes too.
-    sources |= _import_chain(sources)
+    # Every task file the loader read through an `import_tasks` (only those: a path written
+    # anywhere else in a runbook is never read or sent), also one that only imports others.
+    sources |= imported
     if inventory_path is not None:
         sources.add(inventory_path.resolve())
     base = Path(os.path.commonpath([str(p.parent) for p in sources]))
@@ -49,33 +50,3 @@ def collect(runbook_path: Path, inventory_path: Path | None) -> tuple[dict[str, 
         raise BundleError(f"runbook bundle is {size} bytes; the limit is {MAX_BUNDLE_BYTES}")
     inv_name = str(inventory_path.resolve().relative_to(base)) if inventory_path else None
     return files, str(runbook_path.resolve().relative_to(base)), inv_name
-
-
-def _import_chain(files: set[Path]) -> set[Path]:
-    """Every task file an `import_tasks` of these files names, and theirs in turn (the loader
-    has already validated them: this only finds their paths)."""
-    found: set[Path] = set()
-    pending = list(files)
-    while pending:
-        path = pending.pop()
-        try:
-            doc = safe_load_file(path)
-        except Exception:  # the loader already read it: a file it could not read is its error
-            continue
-        for name in _imports(doc):
-            target = (path.parent / name).resolve()
-            if target.is_file() and target not in found and target not in files:
-                found.add(target)
-                pending.append(target)
-    return found
-
-
-def _imports(node: object) -> list[str]:
-    if isinstance(node, dict):
-        out = [node["import_tasks"]] if isinstance(node.get("import_tasks"), str) else []
-        for value in node.values():
-            out += _imports(value)
-        return out
-    if isinstance(node, list):
-        return [name for item in node for name in _imports(item)]
-    return []

@@ -112,6 +112,11 @@ class TaskParser:
     _docs: dict[Path, YamlDoc] = field(default_factory=dict)
     _task_count: int = 0
 
+    def imported_files(self) -> set[Path]:
+        """The real path of every task file read through `import_tasks` (also those that only
+        import others)."""
+        return set(self._docs)
+
     def parse_list(self, node: Node, prefix: str, what: str = "tasks") -> list[Task]:
         value = node.value
         if value is None:

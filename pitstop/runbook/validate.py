@@ -55,17 +55,26 @@ _RESERVED_STAGE_NAMES = frozenset({"handlers", "rollback"})
 
 
 def load_runbook(
-    path: str | Path, inventory: Inventory | None = None, *, confine_to: Path | None = None
+    path: str | Path,
+    inventory: Inventory | None = None,
+    *,
+    confine_to: Path | None = None,
+    imported: set[Path] | None = None,
 ) -> Runbook:
     """Load and validate a runbook; with an inventory, stage host patterns are resolved too.
     Expressions that use no variable are evaluated (bounded) and refused if they fail.
-    With `confine_to` (a real path), task files imported from outside it are refused."""
+    With `confine_to` (a real path), task files imported from outside it are refused.
+    `imported` receives the real path of every task file the loader read (a bundle sends them)."""
     with probing_constants():
-        return parse_runbook(load_yaml(path), inventory, confine_to=confine_to)
+        return parse_runbook(load_yaml(path), inventory, confine_to=confine_to, imported=imported)
 
 
 def parse_runbook(
-    doc: YamlDoc, inventory: Inventory | None = None, *, confine_to: Path | None = None
+    doc: YamlDoc,
+    inventory: Inventory | None = None,
+    *,
+    confine_to: Path | None = None,
+    imported: set[Path] | None = None,
 ) -> Runbook:
     root = doc.root()
     raw = require_mapping(root, "a runbook")
@@ -125,6 +134,8 @@ def parse_runbook(
     if data.get("description") is None:
         data.pop("description", None)
     runbook = validate_model(Runbook, data, root, "runbook")
+    if imported is not None:
+        imported.update(parser.imported_files())
     _check_cross_references(runbook, parser, stage_nodes)
     _check_waves(runbook, stage_nodes)
     eviction.check(runbook, parser.eviction_bypasses)
