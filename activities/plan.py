@@ -143,7 +143,9 @@ def plan_from(runbook: Runbook, inventory: Inventory, request: RunRequest, defau
         if stage.waves is not None:
             render_host = _host_renderer(inventory, hostvars, runbook)
             wave_window = _observe_seconds(stage.waves.observe, stage, runbook, request.vars)
-            planned = plan_waves(planned, stage, stages, render_host, request.vars, wave_window)
+            planned = plan_waves(
+                planned, stage, stages, render_host, request.vars, wave_window, limited=bool(request.limit)
+            )
         stages.append(planned)
     hostvars.setdefault(LOCALHOST, _hostvars(inventory, LOCALHOST))
     cluster = inventory.cluster
@@ -277,6 +279,11 @@ def _gates(runbook: Runbook) -> dict[str, GateRule]:
     for task in runbook.all_tasks():
         if task.gate is not None:
             template = task.gate.name or task.task_id
+            if template in gates:
+                raise ValueError(
+                    f"gate name {template!r} ({task.source.path}:{task.source.line}) is already the id of "
+                    "another gate of this runbook; name it differently"
+                )
             gates[template] = rule(template, task.gate)
     return gates
 
@@ -336,7 +343,12 @@ def _sources(request: RunRequest) -> Iterator[tuple[Path, str]]:
 def _canonical(value: Any) -> Any:
     """The runbook without source positions: moving a comment does not change the plan."""
     if isinstance(value, dict):
-        return {k: _canonical(v) for k, v in value.items() if k not in ("source", "path")}
+        # A stage without waves hashes as it did before waves existed.
+        return {
+            k: _canonical(v)
+            for k, v in value.items()
+            if k not in ("source", "path") and not (k == "waves" and v is None)
+        }
     if isinstance(value, list):
         return [_canonical(v) for v in value]
     return value

@@ -30,6 +30,8 @@ def plan_waves(
     render_host: HostRenderer,
     extra_vars: dict[str, Any],
     observe_seconds: float | None,
+    *,
+    limited: bool = False,
 ) -> PlannedStage:
     waves = stage.waves
     assert waves is not None
@@ -39,10 +41,16 @@ def plan_waves(
     order = [*dict.fromkeys(first), *(k for k in keys if k not in first)]
     warnings = list(planned.warnings)
     absent = [k for k in waves.order if k not in keys]
+    if absent and not limited:
+        # A typo would quietly run the domain meant to go first in inventory order.
+        raise ValueError(
+            f"stage {stage.name!r}: waves.order names {', '.join(repr(k) for k in absent)}, which no host "
+            f"of the stage is in (its waves: {', '.join(repr(k) for k in keys)})"
+        )
     if absent:
         warnings.append(
             f"stage '{stage.name}': waves.order names {', '.join(repr(k) for k in absent)}, "
-            "which no host of the stage is in"
+            "which no host of this run (--limit) is in"
         )
     coverage = _coverage(planned, stage, earlier, render_host, extra_vars) if waves.canary else []
     return planned.model_copy(
@@ -71,6 +79,13 @@ def _wave_of(
                 value = render_host(expression, host, stage, extra_vars)
             except TemplateError as exc:
                 raise ValueError(f"waves.by of stage {stage.name!r} for host {host}: {exc}") from None
+        if any(c == "@" or c.isspace() or not c.isprintable() for c in value.strip()):
+            # A wave names its gate (`<stage>:wave-<wave>`) and its children; `@` is how a
+            # host's gate is named, and spaces cannot be typed as one argument.
+            raise ValueError(
+                f"stage {stage.name!r}: host {host} is in wave {value.strip()!r}; a wave name may not "
+                "contain '@', spaces or control characters"
+            )
         if not value.strip():
             said = expression or "its failure domain (rolling.domain, or the host's failure_domain)"
             raise ValueError(

@@ -76,6 +76,12 @@ class WaveRunner:
                 ended = await self.hosts_ended(stage, await self.hosts.run_hosts(stage, wave))
                 if ended is not None:
                     return ended
+                lost = waves.wave_lost(planned, wave, progress.done, progress.failed)
+                if lost:
+                    # As a stage where every host failed stops the run: the next domain must not
+                    # follow a domain where nothing went through.
+                    why = f"every host of wave {wave!r} of stage {stage.name!r} failed{stage.failures_said()}"
+                    return self.stop(stage, "failed", why)
                 record.hosts_ended_at = workflow.now()
                 progress.wave_phase = "observe"
             ended = await self._observe(stage, wave, record)

@@ -61,3 +61,9 @@ def wave_record(report: StageReport, planned: PlannedStage, index: int) -> WaveR
         wave = planned.waves[n]
         report.waves.append(WaveReport(wave=wave, number=n + 1, hosts=len(planned.wave_hosts(wave))))
     return report.waves[index]
+
+
+def wave_lost(planned: PlannedStage, wave: str, done: list[str], failed: list[str]) -> bool:
+    """Every host of the wave that ran failed (and at least one ran)."""
+    hosts = set(planned.wave_hosts(wave))
+    return bool(hosts & set(failed)) and not hosts & set(done)

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from activities.plan import build_plan
+from activities.plan import _canonical, build_plan
 from pitstop.contracts import Plan, RunRequest
 from pitstop.runbook import RunbookError
 from pitstop.runbook._yaml import parse_yaml
@@ -72,11 +72,41 @@ def test_waves_are_the_failure_domains_named_first_then_in_inventory_order() -> 
     assert (rule.approvers, rule.prompt, rule.timeout_seconds) == (["alice"], "Next zone?", 28800.0)
 
 
-def test_waves_by_an_expression_and_a_wave_order_naming_no_host_is_a_warning() -> None:
+def test_waves_by_an_expression_and_a_wave_order_naming_no_wave_is_refused_unless_limited() -> None:
     runbook = RUNBOOK.replace("order: [zone-c]", 'by: "{{ pool }}"\n      order: [zone-x]')
-    widen = plan(runbook).stages[1]
+    with pytest.raises(ValueError) as refused:
+        plan(runbook)
+    assert str(refused.value) == (
+        "stage 'widen': waves.order names 'zone-x', which no host of the stage is in "
+        "(its waves: 'training', 'inference')"
+    )
+    files = {"runbook.yaml": runbook, "inventory.yaml": INVENTORY}
+    limited = build_plan(
+        RunRequest(runbook="runbook.yaml", inventory="inventory.yaml", files=files, limit="a1:b1:k1:k2")
+    )
+    widen = limited.stages[1]
     assert widen.waves == ["training", "inference"]
-    assert "waves.order names 'zone-x', which no host of the stage is in" in widen.warnings[0]
+    assert "waves.order names 'zone-x', which no host of this run (--limit) is in" in widen.warnings[0]
+
+
+def test_a_wave_name_that_would_confuse_its_gate_is_refused() -> None:
+    with pytest.raises(ValueError, match="host c1 is in wave 'zone@c'; a wave name may not contain '@'"):
+        plan(inventory=INVENTORY.replace("c1: {failure_domain: zone-c,", "c1: {failure_domain: zone@c,"))
+
+
+def test_a_task_gate_named_like_the_wave_gate_is_refused() -> None:
+    runbook = RUNBOOK.replace(
+        "tasks: [{debug: {msg: widen}}]", "tasks: [{gate: {name: 'widen:wave', approvers: sre}}]"
+    )
+    with pytest.raises(ValueError, match=r"gate name 'widen:wave' .* is already the id of another gate"):
+        plan(runbook)
+
+
+def test_a_stage_without_waves_hashes_as_before_waves_existed() -> None:
+    body = plan().runbook.model_dump(mode="json")
+    assert body["stages"][0]["waves"] is None  # the model has the field ...
+    assert "waves" not in _canonical(body)["stages"][0]  # ... the hash does not see it
+    assert "waves" in _canonical(body)["stages"][1]
 
 
 def test_a_host_with_no_wave_is_refused_when_the_run_is_planned() -> None:

@@ -186,3 +186,19 @@ async def test_a_rejected_wave_gate_rolls_the_waves_done_back(start_run: StartFn
     assert report.rollback_reason is not None and report.rollback_reason.startswith("gate widen:wave-d0 ")
     assert {r.host for r in RECORDS if r.task == "widen/0"} == {"h02", "h05"}
     assert {r.host for r in RECORDS if r.task == "widen/rollback/0"} == {"h02", "h05"}
+
+
+async def test_a_wave_where_every_host_failed_stops_the_run_before_the_next_wave(start_run: StartFn) -> None:
+    failing = waves().replace(
+        'test.step: {value: "{{ inventory_hostname }}", sleep: 0.1}',
+        'test.step: {value: "{{ inventory_hostname }}", fail_hosts: [h00, h03]}',
+    )
+    handle = await start_run(failing, INVENTORY)
+    await status_when(handle, gate_open("widen:wave-d0"))
+    await handle.execute_update("decide", Decision(gate="widen:wave-d0", approver="alice", approve=True))
+    report = await handle.result()
+    # The first wave (d2) went through; the second (d0) lost every host: no third wave.
+    assert report.status == "failed"
+    assert report.msg.startswith("every host of wave 'd0' of stage 'widen' failed (h0"), report.msg
+    assert {r.host for r in RECORDS if r.task == "widen/0"} == {"h02", "h05", "h00", "h03"}
+    assert [g.rule.gate_id for g in report.gates] == ["widen:wave-d0"]
