@@ -182,9 +182,10 @@ def operator_driver_hold(call: ModuleCall, args: OperatorDriverHoldArgs) -> Modu
             )
         driver: Obj = {}
         changes: list[str] = []
-        if policy.auto_upgrade or "autoUpgrade" not in _upgrade_policy(raw):
-            driver["upgradePolicy"] = {"autoUpgrade": False}
-            changes.append("autoUpgrade false")
+        want = args.auto_upgrade
+        if policy.auto_upgrade != want or "autoUpgrade" not in _upgrade_policy(raw):
+            driver["upgradePolicy"] = {"autoUpgrade": want}
+            changes.append(f"autoUpgrade {str(want).lower()}")
         if args.version is not None and args.version != policy.version:
             driver["version"] = args.version
             changes.append(f"driver.version {policy.version} -> {args.version}")
@@ -193,14 +194,13 @@ def operator_driver_hold(call: ModuleCall, args: OperatorDriverHoldArgs) -> Modu
             "version_before": policy.version,
             "auto_upgrade_before": policy.auto_upgrade,
             "version": args.version or policy.version,
-            "auto_upgrade": False,
+            "auto_upgrade": want,
             # Nodes the operator is rolling right now finish on their own: a hold stops new ones.
             "nodes_in_upgrade": _nodes_in_upgrade(kube),
         }
         if not changes:
-            return ModuleResult(
-                msg=f"ClusterPolicy {policy.name} already holds the driver ({policy.version})", data=data
-            )
+            holds = "gives the driver roll to the operator" if want else "already holds the driver"
+            return ModuleResult(msg=f"ClusterPolicy {policy.name} {holds} ({policy.version})", data=data)
         what = f"ClusterPolicy {policy.name}: {', '.join(changes)}"
         if call.check_mode:
             return ModuleResult(changed=True, msg=f"would set {what}", data=data)

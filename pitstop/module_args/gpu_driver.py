@@ -62,6 +62,11 @@ class OperatorDriverHoldArgs(_Policy):
     version: str | None = Field(
         default=None, description="Driver version to set as spec.driver.version (e.g. 570.86.15)."
     )
+    auto_upgrade: bool = Field(
+        default=False,
+        description="false: the hold. true: give the roll back to the operator (after a run whose nodes "
+        "all run `version`, as the run's cleanup does when autoUpgrade was on before).",
+    )
 
     _version = field_validator("version")(classmethod(lambda cls, v: _driver_version(v)))
 

@@ -107,6 +107,16 @@ def test_with_the_operator_held_driver_pods_roll_only_where_and_when_pitstop_rel
     done = module_runner(operator_driver_node, sim, NODE_ARGS, host="gpu-node-003")
     assert done.changed is False and done.msg.startswith("gpu-node-003: found driver pod ")
 
+    # Once every node runs the new driver, the roll goes back to the operator as it was before.
+    for node in first:
+        if node not in released:
+            module_runner(operator_driver_node, sim, NODE_ARGS, host=node)
+    pods = uids(sim)
+    given = module_runner(operator_driver_hold, sim, {"version": NEW, "auto_upgrade": True}, host="localhost")
+    assert (given.changed, given.msg) == (True, "set ClusterPolicy cluster-policy: autoUpgrade true")
+    assert policy_driver(kubectl)["upgradePolicy"]["autoUpgrade"] is True
+    assert uids(sim) == pods, "nothing left for the operator to roll"
+
 
 def test_without_the_hold_the_operator_rolls_every_node_itself(
     start_sim: StartSim, module_runner: ModuleRunner, kubectl_for: Callable[[SimCluster], Kubectl]
