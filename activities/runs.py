@@ -14,7 +14,7 @@ from temporalio.client import Client, WorkflowExecutionDescription, WorkflowExec
 from temporalio.service import RPCError, RPCStatusCode
 
 from activities.module_activity import module_activity
-from pitstop.contracts import ModuleCall, ModuleResult, Plan, RunReport
+from pitstop.contracts import ModuleCall, ModuleResult, RunReport
 from pitstop.errors import ErrorType, fail, make_error
 from pitstop.module_args.runs import REQUIRE_RUN, RequireRunArgs
 from pitstop.runbook.durations import parse_duration
@@ -103,22 +103,31 @@ async def _vars_of(
     its plan along, but planned it once). None when no plan is found."""
     first = described.raw_description.workflow_execution_info.first_run_id or described.run_id
     scheduled: set[int] = set()
-    async for event in client.get_workflow_handle(run_id, run_id=first).fetch_history_events():
-        if event.HasField("activity_task_scheduled_event_attributes"):
-            if event.activity_task_scheduled_event_attributes.activity_type.name == "plan.load":
-                scheduled.add(event.event_id)
-        elif event.HasField("activity_task_completed_event_attributes"):
-            done = event.activity_task_completed_event_attributes
-            if done.scheduled_event_id in scheduled:
-                [plan] = await client.data_converter.decode(done.result.payloads, [Plan])
-                assert isinstance(plan, Plan)
-                return {**plan.runbook.vars, **plan.extra_vars}
+    try:
+        async for event in client.get_workflow_handle(run_id, run_id=first).fetch_history_events():
+            if event.HasField("activity_task_scheduled_event_attributes"):
+                if event.activity_task_scheduled_event_attributes.activity_type.name == "plan.load":
+                    scheduled.add(event.event_id)
+            elif event.HasField("activity_task_completed_event_attributes"):
+                done = event.activity_task_completed_event_attributes
+                if done.scheduled_event_id in scheduled:
+                    # Read as plain JSON, not as this worker's Plan model: a run planned by another
+                    # pitstop version still says which variables it used.
+                    [plan] = await client.data_converter.decode(done.result.payloads, [dict])
+                    runbook = plan.get("runbook") if isinstance(plan, dict) else None
+                    if not isinstance(runbook, dict):
+                        return None
+                    return {**(runbook.get("vars") or {}), **(plan.get("extra_vars") or {})}
+    except RPCError as exc:
+        if exc.status == RPCStatusCode.NOT_FOUND:
+            return None  # its first execution is past the namespace's retention
+        raise
     return None
 
 
 def _different_vars(wanted: dict[str, Any], used: dict[str, Any] | None) -> list[str]:
     if used is None:
-        return ["its plan is not in its history: the variables it used cannot be checked"]
+        return ["its plan is not in its history (or past retention): the variables it used cannot be checked"]
     problems: list[str] = []
     for name, value in wanted.items():
         if name not in used:

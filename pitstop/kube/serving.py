@@ -112,15 +112,29 @@ def problems_of(
         )
     labels = (template.get("metadata") or {}).get("labels") or {}
     namespace = namespace_of(deployment)
-    guarded = [
+    selecting = [
         p
         for p in pdbs
         if namespace_of(p) == namespace
         and object_selector_matches((p.get("spec") or {}).get("selector"), labels)
     ]
-    if not guarded:
+    if not selecting:
         problems.append("no PodDisruptionBudget selects its pods: a drain may evict every replica at once")
+    elif not any(_protects(p, replicas) for p in selecting):
+        names = ", ".join(name_of(p) for p in selecting)
+        problems.append(f"its PodDisruptionBudget ({names}) lets every replica go at once")
     return problems
+
+
+def _protects(pdb: Obj, replicas: int) -> bool:
+    """The budget keeps at least one replica through evictions (percentages round up, as the
+    disruption controller scales them)."""
+    spec = pdb.get("spec") or {}
+    if "minAvailable" in spec:
+        return _scaled(spec["minAvailable"], replicas, round_up=True) >= 1
+    if "maxUnavailable" in spec:
+        return _scaled(spec["maxUnavailable"], replicas, round_up=True) < replicas
+    return False
 
 
 def serving_findings(
@@ -138,6 +152,8 @@ def serving_findings(
         pod_spec = ((deployment.get("spec") or {}).get("template") or {}).get("spec") or {}
         if gpu_only and not requests_gpus(pod_spec):
             continue
+        if int((deployment.get("spec") or {}).get("replicas", 1)) == 0:
+            continue  # scaled to zero: nothing serving to interrupt
         judged += 1
         problems = problems_of(
             deployment, pdbs, min_replicas=min_replicas, min_grace_seconds=min_grace_seconds

@@ -88,3 +88,18 @@ def test_cpu_deployments_and_other_namespaces_pdbs_do_not_count() -> None:
     assert [f.problems[-1] for f in findings] == [
         "no PodDisruptionBudget selects its pods: a drain may evict every replica at once"
     ] * 2
+
+
+def test_a_pdb_that_lets_every_replica_go_does_not_count_and_zero_replicas_are_not_judged() -> None:
+    deployments, pdbs = shipped("v0.6.6")
+    loose = copy.deepcopy(pdbs)
+    for pdb, spec in zip(loose, [{"minAvailable": 0}, {"maxUnavailable": "100%"}], strict=True):
+        pdb["spec"] = {"selector": pdb["spec"]["selector"], **spec}
+    _, findings = serving_findings(deployments, loose)
+    assert {f.deployment: f.problems for f in findings} == {
+        "serving/vllm-llama": ["its PodDisruptionBudget (vllm-llama) lets every replica go at once"],
+        "serving/inference": ["its PodDisruptionBudget (inference) lets every replica go at once"],
+    }
+    idle = copy.deepcopy(deployments[0])
+    idle["spec"]["replicas"] = 0
+    assert serving_findings([idle], []) == (0, [])
