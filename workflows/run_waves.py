@@ -55,7 +55,7 @@ class WaveRunner:
         progress = stage.current()
         planned = stage.plan
         if progress.wave_index == 0 and progress.wave_phase == "gate":
-            refused = self._canary_refusal(stage)
+            refused = self.canary_refusal(stage)
             if refused is not None:
                 return self.stop(stage, "failed", refused)
         while progress.wave_index < len(planned.waves):
@@ -93,12 +93,20 @@ class WaveRunner:
         stage.status.wave = None
         return None
 
-    def _canary_refusal(self, stage: StageRun) -> str | None:
+    def canary_refusal(self, stage: StageRun) -> str | None:
+        """Why the stage may not start: a value its canaries must cover none of whose canaries
+        passed. A canary passed when it ended ok having run a task (not one whose every task
+        `--tags` left out)."""
         rule = stage.rule.waves
         if rule is None or rule.canary is None or not stage.plan.coverage:
             return None
         canary = next(s for s in self.run.stage_runs() if s.name == rule.canary.stage)
-        missing = waves.uncovered(stage.plan, set(canary.hosts_with("ok")))
+        passed = {
+            h.host
+            for h in canary.report.hosts
+            if h.status == "ok" and any(t.status in ("ok", "changed") for t in h.tasks)
+        }
+        missing = waves.uncovered(stage.plan, passed)
         if not missing:
             return None
         return (

@@ -479,6 +479,10 @@ class RunbookWorkflow:
         rule = stage.rule
         if rule.gate is None or not rule.gate.before:
             return None
+        refused = self.waves.canary_refusal(stage)
+        if refused is not None:
+            # No approver is asked for a stage its canaries do not stand for.
+            return self._stop_stage(stage, "failed", refused)
         stage.set_status("waiting_gate")
         gate = await self.gate_waits.stage_gate(f"{stage.name}:before")
         if gate.status == "approved":

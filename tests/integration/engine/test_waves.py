@@ -202,3 +202,27 @@ async def test_a_wave_where_every_host_failed_stops_the_run_before_the_next_wave
     assert report.msg.startswith("every host of wave 'd0' of stage 'widen' failed (h0"), report.msg
     assert {r.host for r in RECORDS if r.task == "widen/0"} == {"h02", "h05", "h00", "h03"}
     assert [g.rule.gate_id for g in report.gates] == ["widen:wave-d0"]
+
+
+async def test_canaries_whose_tasks_tags_left_out_do_not_stand_for_anything(run: RunFn) -> None:
+    tagged = waves().replace(
+        '        test.step: {value: "{{ inventory_hostname }}", sleep: 0.1}\n',
+        '        test.step: {value: "{{ inventory_hostname }}", sleep: 0.1}\n        tags: [upgrade]\n',
+    )
+    report = await run(tagged, INVENTORY, tags=["upgrade"])
+    assert report.status == "failed"
+    assert report.msg.startswith("stage 'widen' did not start: no canary in stage 'canary' passed for"), (
+        report.msg
+    )
+    assert [r for r in RECORDS if r.task.startswith(("canary/", "widen/"))] == []
+
+
+async def test_a_stage_its_canaries_do_not_stand_for_asks_no_approver(run: RunFn) -> None:
+    gated = waves(failing_canaries="[c01]").replace(
+        "    rolling: {max_in_flight: 4}\n",
+        "    rolling: {max_in_flight: 4}\n    gate: {before: true, approvers: sre}\n",
+    )
+    report = await run(gated, INVENTORY)
+    assert report.status == "failed" and report.msg.startswith("stage 'widen' did not start"), report.msg
+    assert report.gates == []  # widen:before never opened
+    assert widen_calls() == []
