@@ -128,7 +128,8 @@ def test_daemonset_pods_on_thousands_of_nodes_have_distinct_names(fleet_sim: Sim
     """5-character suffixes clash among ~3,000 pods of one DaemonSet; clashes are drawn again."""
     pods = _raw_list(fleet_sim, "/api/v1/namespaces/gpu-operator/pods")
     names = [p["metadata"]["name"] for p in pods]
-    assert len(names) == len(set(names)) == 3 * NODES
+    # Two GPU Operator DaemonSets per node (device plugin, DCGM exporter; the driver is host-managed).
+    assert len(names) == len(set(names)) == 2 * NODES
     assert all(n.rsplit("-", 1)[1].isalnum() and len(n.rsplit("-", 1)[1]) == 5 for n in names)
 
 

@@ -66,7 +66,8 @@ def test_describe_node_shows_gpu_capacity_labels_and_its_pods(
     assert "pitstop.dev/driver-version=550.90.07" in text
     assert "nvidia.com/gpu:     8" in text
     assert "Kubelet Version:            v1.32.4" in text
-    assert "Non-terminated Pods:          (5 in total)" in text  # 2 web replicas + 3 GPU Operator pods
+    # 2 web replicas + the GPU Operator's device plugin and DCGM exporter (host-managed driver: no driver pod)
+    assert "Non-terminated Pods:          (4 in total)" in text
     assert re.search(r"nvidia\.com/gpu\s+2\s+2\n", text), text  # allocated: the two web replicas
 
 

@@ -56,7 +56,7 @@ def test_list_pods_with_field_selector_on_node_name(start_sim: StartSim, kube_cl
         field_selector="spec.nodeName=gpu-node-001,status.phase!=Succeeded"
     ).items
     names = sorted(p.metadata.name for p in pods)
-    assert len(names) == 5  # two web replicas and three GPU Operator DaemonSet pods
+    assert len(names) == 4  # two web replicas, the GPU Operator's device plugin and DCGM exporter
     assert sum(1 for n in names if n.startswith("web-")) == 2
     assert all(p.spec.node_name == "gpu-node-001" for p in pods)
 
