@@ -20,7 +20,7 @@ from temporalio.client import Client
 
 from pitstop.demo import upgrade as du
 from pitstop_sim.models import TimelineEvent
-from tests.e2e.test_platform_upgrade import Upgrade, _failures, _run, _start, worker
+from tests.e2e.test_platform_upgrade import Upgrade, _failures, _run, _served, worker
 
 __all__ = ["worker"]
 
@@ -56,15 +56,9 @@ def _scenario(tmp_path: Path) -> Path:
 
 @pytest.fixture
 def fleet(
-    tmp_path: Path,
-    s3_endpoint: str,
-    etcd_endpoint: str,
-    monkeypatch: pytest.MonkeyPatch,
+    tmp_path: Path, s3_endpoint: str, etcd_endpoint: str, monkeypatch: pytest.MonkeyPatch
 ) -> Iterator[Upgrade]:
-    for up in _start(tmp_path, _scenario(tmp_path), s3_endpoint, etcd_endpoint):
-        for key, value in du.worker_environment(up.sim, tmp_path / "rehearsal").items():
-            monkeypatch.setenv(key, value)
-        yield up
+    yield from _served(_scenario(tmp_path), tmp_path, s3_endpoint, etcd_endpoint, monkeypatch)
 
 
 def _canaries(up: Upgrade, canaries: list[str], etcd_endpoint: str) -> None:
@@ -163,7 +157,11 @@ async def test_the_fleet_widens_one_failure_domain_at_a_time_each_gated_and_obse
     policy = sim.get("clusterpolicies", "cluster-policy")
     assert policy is not None
     assert policy["spec"]["driver"]["version"] == "570.86.15"
-    assert policy["spec"]["driver"]["upgradePolicy"]["autoUpgrade"] is False
+    # Held through the run; given back at cleanup (every node runs the target: nothing to roll).
+    assert policy["spec"]["driver"]["upgradePolicy"]["autoUpgrade"] is True
+    cleanup = next(s for s in report.stages if s.name == "cleanup")
+    [given] = [t for t in cleanup.hosts[0].tasks if t.name.startswith("Give the driver roll back")]
+    assert given.status == "changed" and "autoUpgrade true" in given.msg
     pods = {
         p["spec"]["nodeName"]: p
         for p in sim.list("pods", "gpu-operator")
@@ -175,9 +173,9 @@ async def test_the_fleet_widens_one_failure_domain_at_a_time_each_gated_and_obse
     for node in gpu_nodes:
         pod = pods[node]
         assert pod["spec"]["containers"][0]["image"].endswith(":570.86.15-ubuntu22.04"), node
-        assert not (sim.get("nodes", node)["metadata"].get("labels") or {}).get(
-            "nvidia.com/gpu-driver-upgrade-state"
-        )
+        labels = sim.get("nodes", node)["metadata"].get("labels") or {}
+        state = labels.get("nvidia.com/gpu-driver-upgrade-state")
+        assert state in (None, "upgrade-done"), (node, state)
         cordoned = max(e.at for e in everything if e.node == node and e.event == "cordoned")
         uncordoned = max(e.at for e in everything if e.node == node and e.event == "uncordoned")
         created = datetime.fromisoformat(pod["metadata"]["creationTimestamp"].replace("Z", "+00:00"))
