@@ -22,7 +22,13 @@ def inventory(cluster: str) -> str:
     return f"cluster: {{name: {cluster}}}\nall:\n  hosts:\n    localhost: {{}}\n"
 
 
-def prod_run(lab_run_id: str, stages_ok: str = "[control-plane]", runbook: str = "platform-upgrade") -> str:
+def prod_run(
+    lab_run_id: str,
+    stages_ok: str = "[control-plane]",
+    runbook: str = "platform-upgrade",
+    same_vars: str | None = None,
+) -> str:
+    same = f"\n          same_vars: {same_vars}" if same_vars else ""
     return f"""
 name: upgrade-prod
 stages:
@@ -34,7 +40,7 @@ stages:
           runbook: {runbook}
           stages_ok: {stages_ok}
           not_cluster: "{{{{ run.cluster }}}}"
-          max_age: 30d
+          max_age: 30d{same}
         register: lab
 """
 
@@ -74,18 +80,7 @@ async def test_an_unknown_run_is_refused_by_name(run: RunFn) -> None:
 
 
 def prod_run_same(lab_run_id: str, targets: str) -> str:
-    return f"""
-name: upgrade-prod
-stages:
-  - name: rehearsal
-    hosts: localhost
-    tasks:
-      - runs.require:
-          run_id: {lab_run_id}
-          runbook: platform-upgrade
-          stages_ok: [control-plane]
-          same_vars: {{targets: {targets}, driver_target: "570.86.15"}}
-"""
+    return prod_run(lab_run_id, same_vars=f'{{targets: {targets}, driver_target: "570.86.15"}}')
 
 
 async def test_a_lab_run_of_other_targets_does_not_count(run: RunFn) -> None:
