@@ -39,6 +39,7 @@ from pitstop_sim.ssh.context import ConnectionGone, ExecContext, ShellExit, Time
 from pitstop_sim.ssh.host import NodeHost
 from pitstop_sim.ssh.keys import new_key
 from pitstop_sim.ssh.models import SshEndpointInfo, SshNodeFaults
+from pitstop_sim.ssh.pki import ClusterPki
 from pitstop_sim.ssh.sftp import SimSftpServer
 
 log = logging.getLogger("pitstop_sim.ssh")
@@ -311,11 +312,17 @@ class SshEndpoints:
     def start(self) -> None:
         self._loop = asyncio.get_running_loop()
         _ensure_file_descriptors(len(self._nodes))
+        # Control-plane nodes carry kubeadm's /etc/kubernetes (one PKI for the cluster).
+        control_plane = [n for n in self._nodes if self._backend.profile(n).role == "control-plane"]
+        cluster_pki = ClusterPki()
         try:
             for name in self._nodes:
                 host = NodeHost(name, self._backend, self._faults.get(name))
                 if self.user != "root":
                     host.fs.mkdir(f"/home/{self.user}", self.user)
+                if name in control_plane:
+                    version = self._backend.kubernetes_version()
+                    cluster_pki.install(host.fs, "kubernetes", control_plane, version)
                 endpoint = NodeEndpoint(host, self.bind_host, self.user, self._client_key)
                 self._endpoints[name] = endpoint
                 endpoint.listen(self._loop)

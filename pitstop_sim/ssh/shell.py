@@ -19,7 +19,7 @@ import time
 from dataclasses import replace
 
 from pitstop.ssh import protocol
-from pitstop_sim.ssh import coreutils, kubetools, nodetools, packages
+from pitstop_sim.ssh import archive, coreutils, kubetools, nodetools, packages
 from pitstop_sim.ssh.context import (
     RC_NOT_FOUND,
     RC_TIMED_OUT,
@@ -35,6 +35,7 @@ COMMANDS: dict[str, Handler] = {
     **nodetools.COMMANDS,
     **packages.COMMANDS,
     **kubetools.COMMANDS,  # its systemctl restarts services and reboots (nodetools' only reboots)
+    **archive.COMMANDS,  # tar, find: the DR modules' reads of /etc/kubernetes
 }
 ASSIGNMENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*=.*", re.DOTALL)
 BIN_DIRS = ("/bin", "/usr/bin", "/sbin", "/usr/sbin", "/usr/local/bin", "/usr/local/sbin")
