@@ -14,6 +14,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from activities.dr.certs import cert_expiry
 from activities.dr.pki import pki_backup
 
-DR_ACTIVITIES: list[Callable[..., Any]] = [pki_backup]
+DR_ACTIVITIES: list[Callable[..., Any]] = [pki_backup, cert_expiry]
