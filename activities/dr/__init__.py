@@ -15,6 +15,7 @@ from collections.abc import Callable
 from typing import Any
 
 from activities.dr.certs import cert_expiry
+from activities.dr.export import export_objects
 from activities.dr.pki import pki_backup
 
-DR_ACTIVITIES: list[Callable[..., Any]] = [pki_backup, cert_expiry]
+DR_ACTIVITIES: list[Callable[..., Any]] = [pki_backup, cert_expiry, export_objects]
