@@ -429,6 +429,8 @@ class WaveReport(BaseModel):
     hosts: int
     gate: str | None = None
     started_at: datetime | None = None
+    # What the wave's `checks` said before its hosts started (None: it has none).
+    checks: str | None = None
     hosts_ended_at: datetime | None = None
     observed_until: datetime | None = None
 
@@ -585,7 +587,7 @@ class HostNotice(BaseModel):
 
 
 StagePhase = Literal["gate_before", "hosts", "observe", "gate_after", "done"]
-WavePhase = Literal["gate", "hosts", "observe"]
+WavePhase = Literal["gate", "checks", "hosts", "observe"]
 
 
 class StageProgress(BaseModel):

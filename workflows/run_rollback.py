@@ -52,7 +52,9 @@ class Compensation:
         assert seconds is not None
         where = f"stage {stage.name!r}" if wave is None else f"stage {stage.name!r}, wave {wave!r}"
         child = f"{stage.name}/observe" if wave is None else f"{stage.name}/wave/{wave}/observe"
-        interval = max(observe.interval, MIN_OBSERVE_INTERVAL_S)
+        # A window shorter than its interval is looked at once, at its end (not after a whole
+        # interval): `-e observe_window=5s` on a stage that looks every 15s watches 5s.
+        interval = max(min(observe.interval, seconds), MIN_OBSERVE_INTERVAL_S)
         rounds = max(1, math.floor(seconds / interval + 1e-9))
         # A plan shows what the checks would say once; it does not wait out the window.
         check_mode = run.p().plan.check_mode

@@ -2,8 +2,9 @@
 
 Before the first wave, every value the canaries must cover (`waves.canary`) needs a canary that
 passed. Then, for each wave in the planned order: the wave's gate (every wave after the first;
-the stage's own `gate.before` stands for the first), its hosts under the stage's limits, and
-its `observe` window. A rejected wave gate or a failing window rolls the stage back as the
+the stage's own `gate.before` stands for the first), its `checks` (a failing one stops the run
+before the wave changes anything), its hosts under the stage's limits, and its `observe`
+window. A rejected wave gate or a failing window rolls the stage back as the
 stage's `after` gate and window do. Where the stage is (`StageProgress.wave_index`,
 `wave_phase`) is recorded, so a continued-as-new run resumes in the same wave and phase.
 Workflow code, no I/O.
@@ -20,6 +21,7 @@ with workflow.unsafe.imports_passed_through():
     from pitstop.contracts import StageState, WaveReport
     from workflows import waves
     from workflows.run_context import RunContext
+    from workflows.run_fleet import LOCALHOST
     from workflows.run_gate_wait import GateWaits
     from workflows.run_hosts import DriveOutcome, HostDriver
     from workflows.run_rollback import Compensation
@@ -70,6 +72,11 @@ class WaveRunner:
                 stage.set_status("running")
                 self.run.set_status("running")
                 record.started_at = workflow.now()
+                progress.wave_phase = "checks"
+            if progress.wave_phase == "checks":
+                refused = await self._checks(stage, wave, record)
+                if refused is not None:
+                    return self.stop(stage, "failed", refused)
                 progress.wave_phase = "hosts"
             if progress.wave_phase == "hosts":
                 self.run.details()
@@ -131,6 +138,19 @@ class WaveRunner:
                 stage, self.run.rollback_request or f"gate {gate_id} {gate.closed_reason}"
             )
         return None
+
+    async def _checks(self, stage: StageRun, wave: str, record: WaveReport) -> str | None:
+        """Why the wave may not start (None: it may), from its `checks` run on the worker as
+        the wave is about to start; the rest of the stage's hosts are then left out."""
+        rule = stage.rule.waves
+        if rule is None or not rule.checks:
+            return None
+        result = await self.hosts.run_aux(stage, LOCALHOST, rule.checks, f"{stage.name}/wave/{wave}/checks")
+        stage.report.observations.append(result)
+        record.checks = result.msg or result.status
+        if result.status != "failed":
+            return None
+        return f"wave {wave!r} of stage {stage.name!r} did not start: {result.failed_task}: {result.msg}"
 
     async def _observe(self, stage: StageRun, wave: str, record: WaveReport) -> StageOutcome | None:
         rule = stage.rule.waves

@@ -1,5 +1,6 @@
 """`kube.serving_check`: serving Deployments that a drain or an engine upgrade would interrupt
-(the rules and their sources: `pitstop/kube/serving.py`). Read-only."""
+(the rules and their sources: `pitstop/kube/serving.py`); `kube.wave_replicas`: a wave that
+would move too much of one of them at once (`pitstop/kube/wave_replicas.py`). Read-only."""
 
 from __future__ import annotations
 
@@ -8,7 +9,8 @@ from activities.kube.common import kube_for, kube_module
 from pitstop.contracts import ModuleCall, ModuleResult
 from pitstop.kube.objects import Obj
 from pitstop.kube.serving import serving_findings
-from pitstop.module_args.kube_upgrade import SERVING_CHECK, ServingCheckArgs
+from pitstop.kube.wave_replicas import wave_shares
+from pitstop.module_args.kube_upgrade import SERVING_CHECK, WAVE_REPLICAS, ServingCheckArgs, WaveReplicasArgs
 
 
 def _listed(kube: Kube, group_path: str, resource: str, namespaces: list[str]) -> list[Obj]:
@@ -43,4 +45,39 @@ def serving_check(call: ModuleCall, args: ServingCheckArgs) -> ModuleResult:
         failed=bool(findings) and args.fail_on == "any",
         msg=msg,
         data={"judged": judged, "findings": [f.model_dump() for f in findings]},
+    )
+
+
+@kube_module(WAVE_REPLICAS)
+def wave_replicas(call: ModuleCall, args: WaveReplicasArgs) -> ModuleResult:
+    kube = kube_for(call)
+    deployments = _listed(kube, "/apis/apps/v1", "deployments", args.namespaces)
+    replica_sets = _listed(kube, "/apis/apps/v1", "replicasets", args.namespaces)
+    pods = _listed(kube, "/api/v1", "pods", args.namespaces)
+    shares = wave_shares(
+        deployments, replica_sets, pods, args.nodes, max_percent=args.max_percent, gpu_only=args.gpu_only
+    )
+    over = [s for s in shares if s.over]
+    limit = f"{args.max_percent:g}%"
+    if over:
+        named = "; ".join(
+            f"{s.deployment}: {s.on_wave} of {s.replicas} replicas on these nodes (at most {s.allowed})"
+            for s in over[: args.max_listed]
+        )
+        more = f" (and {len(over) - args.max_listed} more)" if len(over) > args.max_listed else ""
+        msg = (
+            f"{len(over)} serving Deployment(s) would move more than {limit} of their replicas to the "
+            f"new version at once on {len(args.nodes)} node(s): {named}{more}. Spread them over "
+            "failure domains (topologySpreadConstraints) or split the wave"
+        )
+    else:
+        msg = (
+            f"{len(shares)} serving Deployment(s) have replicas on these {len(args.nodes)} node(s), "
+            f"none more than {limit}"
+        )
+    return ModuleResult(
+        changed=False,
+        failed=bool(over),
+        msg=msg,
+        data={"limit_percent": args.max_percent, "deployments": [s.model_dump() for s in shares]},
     )

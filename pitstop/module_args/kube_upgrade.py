@@ -13,7 +13,7 @@ from typing import Any, Literal
 from pydantic import Field, field_validator, model_validator
 
 from pitstop.compat.deprecations import TargetVersionError, kube_minor_of
-from pitstop.kube.names import check_workload_refs
+from pitstop.kube.names import check_name, check_workload_refs
 from pitstop.module_spec import ArgsT, ModuleArgs, ModuleSpec, RetryDefaults
 
 
@@ -197,6 +197,26 @@ class ServingCheckArgs(ModuleArgs):
     max_listed: int = Field(default=10, ge=1, le=100, description="Deployments named in the message.")
 
 
+class WaveReplicasArgs(ModuleArgs):
+    """Fail when a wave would move more than `max_percent` of a serving Deployment's replicas
+    to the new version at once: counts, per Deployment, its replicas on `nodes` (the wave's,
+    e.g. `{{ stage.wave_hosts }}` in `waves.checks`). At least one replica may always move.
+    Read-only; runs in check mode too."""
+
+    nodes: list[str] = Field(min_length=1, description="The nodes about to change (node names).")
+    max_percent: float = Field(
+        default=50, gt=0, le=100, description="Share of a Deployment's replicas that may move at once."
+    )
+    namespaces: list[str] = Field(default_factory=list, description="Namespaces to look in (default: all).")
+    gpu_only: bool = Field(default=True, description="Only Deployments whose pods request nvidia.com/gpu.")
+    max_listed: int = Field(default=10, ge=1, le=100, description="Deployments named in the message.")
+
+    @field_validator("nodes")
+    @classmethod
+    def _node_names(cls, value: list[str]) -> list[str]:
+        return [check_name(name, "node name") for name in value]
+
+
 def _spec(name: str, model: type[ArgsT], summary: str, minutes: int) -> ModuleSpec[ArgsT]:
     return ModuleSpec(
         name=name,
@@ -241,5 +261,19 @@ SERVING_CHECK = _spec(
     5,
 )
 
+WAVE_REPLICAS = _spec(
+    "kube.wave_replicas",
+    WaveReplicasArgs,
+    "Refuse a wave that would move more than a share of a serving Deployment's replicas at once.",
+    5,
+)
+
 # Every module of this file, listed once; `pitstop/module_catalog.py` joins the families.
-SPECS: list[ModuleSpec[Any]] = [DEPRECATIONS, CRD_WEBHOOK_CHECK, APPLY, WAIT_ROLLOUT, SERVING_CHECK]
+SPECS: list[ModuleSpec[Any]] = [
+    DEPRECATIONS,
+    CRD_WEBHOOK_CHECK,
+    APPLY,
+    WAIT_ROLLOUT,
+    SERVING_CHECK,
+    WAVE_REPLICAS,
+]

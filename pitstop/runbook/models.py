@@ -216,7 +216,8 @@ class WaveCanary(_Frozen):
 class Waves(_Frozen):
     """The stage's hosts in waves, one wave at a time: a wave's hosts run (under the stage's
     `rolling`/`serial` limits), then its `observe` window; `gate` opens before every wave after
-    the first (the stage's own `gate.before` stands for the first)."""
+    the first (the stage's own `gate.before` stands for the first); `checks` run on the worker
+    once the wave may start, before any of its hosts: a failing check stops the run there."""
 
     # Expression giving a host's wave, e.g. "{{ failure_domain }}"; default: the stage's
     # `rolling.domain` (or the host's `failure_domain`).
@@ -226,6 +227,9 @@ class Waves(_Frozen):
     gate: Gate | None = None
     observe: Observe | None = None
     canary: WaveCanary | None = None
+    # E.g. `kube.wave_replicas` over `{{ stage.wave_hosts }}`: judged when the wave starts
+    # (after its gate, which may have waited hours), not when the run was planned.
+    checks: list[Task] = []
 
 
 class Stage(_Frozen):
@@ -250,10 +254,13 @@ class Stage(_Frozen):
     source: SourcePos
 
     def observe_checks(self) -> list[Task]:
-        """The checks of every observe window of the stage (its own, and its waves')."""
+        """The checks the stage runs on the worker: of every observe window (its own, and its
+        waves') and its waves' `checks`."""
         out = list(self.observe.checks) if self.observe else []
         if self.waves is not None and self.waves.observe is not None:
             out += self.waves.observe.checks
+        if self.waves is not None:
+            out += self.waves.checks
         return out
 
 

@@ -154,6 +154,7 @@ def _stage_properties() -> dict[str, Any]:
                     "required": ["stage", "cover"],
                     "additionalProperties": False,
                 },
+                "checks": _TASKS,
             },
             "additionalProperties": False,
         },

@@ -213,6 +213,8 @@ def _parse_waves(node: Node, stage_name: str, parser: TaskParser) -> Waves:
         data["gate"] = gate
     if "observe" in raw:
         data["observe"] = _parse_observe(node.child("observe"), f"{stage_name}/wave/observe", parser)
+    if "checks" in raw:
+        data["checks"] = parser.parse_list(node.child("checks"), f"{stage_name}/wave/checks", "checks")
     if isinstance(raw.get("canary"), dict):
         node.child("canary").check_keys(list(WaveCanary.model_fields), "waves.canary")
     return validate_model(Waves, data, node, "waves")

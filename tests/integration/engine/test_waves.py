@@ -226,3 +226,34 @@ async def test_a_stage_its_canaries_do_not_stand_for_asks_no_approver(run: RunFn
     assert report.status == "failed" and report.msg.startswith("stage 'widen' did not start"), report.msg
     assert report.gates == []  # widen:before never opened
     assert widen_calls() == []
+
+
+async def test_a_failing_wave_check_stops_the_run_before_that_wave_changes_anything(
+    start_run: StartFn,
+) -> None:
+    # The wave's checks run once it may start (after its gate): they see the wave's own hosts.
+    checked = waves().replace(
+        "      canary: {stage: canary",
+        "      checks:\n"
+        "        - name: spread\n"
+        "          test.step: {value: \"{{ stage.wave.name }}: {{ stage.wave_hosts | join(',') }}\"}\n"
+        "          failed_when: \"stage.wave.name == 'd0'\"\n"
+        "      canary: {stage: canary",
+    )
+    handle = await start_run(checked, INVENTORY)
+    await status_when(handle, gate_open("widen:wave-d0"))
+    await handle.execute_update("decide", Decision(gate="widen:wave-d0", approver="alice", approve=True))
+    report = await handle.result()
+    assert report.status == "failed"
+    assert report.msg.startswith("wave 'd0' of stage 'widen' did not start: spread: "), report.msg
+    checks = [r.args["value"] for r in RECORDS if r.task.startswith("widen/wave/checks/")]
+    assert checks == ["d2: h02,h05", "d0: h00,h03"]
+    # d2 went through; nothing of d0 (or d1, after it) ran, and nothing was rolled back.
+    assert {r.host for r in RECORDS if r.task == "widen/0"} == {"h02", "h05"}
+    assert not [r for r in RECORDS if r.task == "widen/rollback/0"]
+    widen = next(s for s in report.stages if s.name == "widen")
+    assert [(w.wave, w.checks is not None) for w in widen.waves] == [("d2", True), ("d0", True)]
+    assert {h.host for h in widen.hosts} == {"h02", "h05"}
+    status = await handle.query("status", result_type=RunStatus)
+    hosts = next(s for s in status.stages if s.name == "widen").hosts
+    assert {h for h, state in hosts.items() if state == "skipped"} == {"h00", "h03", "h01", "h04"}
