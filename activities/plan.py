@@ -127,7 +127,7 @@ def plan_from(runbook: Runbook, inventory: Inventory, request: RunRequest, defau
     stages: list[PlannedStage] = []
     notes = bypass_notes(runbook)
     for stage in runbook.stages:
-        hosts = [h for h in _stage_hosts(inventory, stage.hosts) if limit is None or h in limit]
+        hosts = [h for h in inventory.stage_hosts(stage.hosts) if limit is None or h in limit]
         domains: dict[str, str] = {}
         for host in hosts:
             hv = hostvars.setdefault(host, _hostvars(inventory, host))
@@ -196,12 +196,6 @@ def _hosts_part(stage: PlannedStage) -> dict[str, Any]:
     waves hashes as it did before waves existed."""
     exclude = set(_DERIVED_FROM_RUNBOOK) | (set() if stage.waves else {"waves", "wave_of"})
     return stage.model_dump(mode="json", exclude=exclude)
-
-
-def _stage_hosts(inventory: Inventory, pattern: str) -> list[str]:
-    if pattern.strip() in (LOCALHOST, "127.0.0.1") and LOCALHOST not in inventory.hosts:
-        return [LOCALHOST]
-    return inventory.resolve(pattern)
 
 
 def _hostvars(inventory: Inventory, host: str) -> dict[str, Any]:

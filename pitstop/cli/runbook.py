@@ -60,7 +60,7 @@ def validate(
     for stage in loaded.stages:
         hosts = stage.hosts
         if inv is not None:
-            hosts = f"{stage.hosts} ({len(inv.resolve(stage.hosts))})"
+            hosts = f"{stage.hosts} ({len(inv.stage_hosts(stage.hosts))})"
         rollout = "all at once"
         if stage.serial is not None:
             rollout = "serial " + ", ".join(str(s) for s in stage.serial.root)

@@ -169,6 +169,13 @@ class Inventory(_Frozen):
         groups = {name: group.hosts for name, group in self.groups.items()}
         return resolve_pattern(pattern, list(self.hosts), groups, self.group_hosts)
 
+    def stage_hosts(self, pattern: str) -> list[str]:
+        """A stage's hosts: its pattern resolved, with Ansible's implicit localhost (a stage of
+        `hosts: localhost` runs on the worker whether or not the inventory names it)."""
+        if pattern.strip() in ("localhost", "127.0.0.1") and "localhost" not in self.hosts:
+            return ["localhost"]
+        return self.resolve(pattern)
+
     def dynamic_groups(self) -> list[Group]:
         return [g for g in self.groups.values() if g.from_nodes is not None]
 

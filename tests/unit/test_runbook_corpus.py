@@ -108,3 +108,16 @@ def test_validate_prints_summary_with_hosts_per_stage(monkeypatch: pytest.Monkey
     assert result.exit_code == 0, result.output
     assert "canary" in result.stdout and "fleet" in result.stdout
     assert "gpu_fleet:!gpu_canary (3)" in result.stdout
+
+
+def test_validate_counts_the_implicit_localhost_of_an_inventory_that_does_not_name_it(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # staging.yaml names no localhost: a `hosts: localhost` stage still runs on the worker, as
+    # the plan runs it (this crashed with a traceback before).
+    monkeypatch.chdir(REPO)
+    result = CliRunner().invoke(
+        app, ["validate", "runbooks/platform-upgrade.yaml", "-i", "runbooks/inventories/staging.yaml"]
+    )
+    assert result.exit_code == 0, result.output
+    assert "localhost (1)" in result.stdout and "Traceback" not in result.output
