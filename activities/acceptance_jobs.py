@@ -311,7 +311,9 @@ def bench_metric(jobs: Jobs, kind: str, *names: str, note: str = "") -> Measurem
     for name in names:
         if name in metrics:
             suffix = f" ({note})" if note and name != names[0] else ""
-            detail = f"{name}={metrics[name]:g} on {run.node}{suffix}"
+            # The engine the figure is of (the probe's ENGINE line): a baseline and a later
+            # figure of different engines are then told apart in the result and the record.
+            detail = f"{name}={metrics[name]:g} on {run.node}{report.measured_with()}{suffix}"
             if report.problems and name in report.from_table:
                 problems = "; ".join(report.problems)
                 return Measurement(ok=False, value=metrics[name], detail=f"{problems}; {detail}")

@@ -13,9 +13,15 @@ read in the formats the tools print (docs/tool-outputs.md "vLLM"):
 - `METRIC <name>=<value> <unit>` lines: pitstop's own training probe
   (runbooks/manifests/probes) and users' own images. A METRIC line wins over a figure read from
   vLLM's output of the same name.
+- pitstop's own serving client (`serve_bench.py` of runbooks/manifests/probes, for vLLM images
+  without `vllm bench serve`): a `serve-bench: pitstop's own serving client` line, then METRIC
+  lines under the names above (`ttft_ms_p50`, `tpot_ms_p50`, `requests_per_second`, ...,
+  `requests_succeeded`, `requests_failed`), which count as that run's serving figures.
+- `ENGINE <engine> <version>` (the probe's GET /version of the server it measured; else vLLM's
+  `vLLM API server version <v>` log line): `BenchReport.engine`, the engine the figures are of.
 
-A benchmark table of a run whose requests failed says so in `problems`: with no successful
-request vLLM prints 0 ms for every latency, which is no measurement.
+A serving run whose requests failed says so in `problems`, whichever client measured: with no
+successful request vLLM prints 0 ms for every latency, which is no measurement.
 """
 
 from __future__ import annotations
@@ -54,6 +60,13 @@ _MODEL_LOAD = re.compile(
 )
 _DOWNLOAD = re.compile(r"Time spent downloading weights for .+: " + _NUMBER + r" seconds")
 _WEIGHTS = re.compile(r"\] Loading weights took " + _NUMBER + r" seconds")
+_SERVER_VERSION = re.compile(r"vLLM API server version (\S+)")  # vllm/entrypoints/openai/api_server.py
+
+# The probe's own lines (runbooks/manifests/probes: serve_bench.py, vllm_serve_bench.sh).
+_ENGINE = re.compile(r"^\s*ENGINE\s+([A-Za-z][\w.-]*)\s+(\S+)")
+_CLIENT_START = re.compile(r"^\s*serve-bench: pitstop's own serving client")
+VLLM_BENCHMARK = "vLLM's benchmark"
+OUR_CLIENT = "pitstop's serving client"
 
 # Where each figure comes from, for the reason of a check that found none.
 SOURCES = {
@@ -68,9 +81,17 @@ SOURCES = {
 @dataclass
 class BenchReport:
     metrics: dict[str, float] = field(default_factory=dict)
-    # Figures read from vLLM's benchmark table (what `problems` is about).
+    # Figures of a serving run, vLLM's benchmark table or pitstop's client (what `problems` is
+    # about).
     from_table: set[str] = field(default_factory=set)
     problems: list[str] = field(default_factory=list)
+    # The engine the figures are of, `<engine> <version>` (e.g. "vllm 0.6.6"); "" when the log
+    # does not say.
+    engine: str = ""
+
+    def measured_with(self) -> str:
+        """` (vllm 0.6.6)`, for a check's detail; "" when the engine is not known."""
+        return f" ({self.engine})" if self.engine else ""
 
 
 def _table_key(label: str) -> str | None:
@@ -107,25 +128,38 @@ def _tables(lines: list[str]) -> list[dict[str, float]]:
     return tables
 
 
+def _serving(report: BenchReport, figures: dict[str, float], who: str) -> None:
+    """One serving run's figures into the report, with what its request counts say of them."""
+    succeeded, failed = figures.get("requests_succeeded"), figures.get("requests_failed", 0.0)
+    if succeeded == 0:
+        said = "Successful requests: 0" if who == VLLM_BENCHMARK else "requests_succeeded=0"
+        report.problems.append(f"{who} completed no request ({said}): its latencies are no measurement")
+        kept = {k: v for k, v in figures.items() if k in ("requests_succeeded", "requests_failed")}
+        for name in set(figures) - set(kept):
+            report.metrics.pop(name, None)
+        figures = kept
+    elif failed:
+        total = int(failed + (succeeded or 0))
+        report.problems.append(f"{int(failed)} of {total} requests of {who} failed")
+    report.metrics.update(figures)
+    report.from_table |= set(figures)
+
+
+def _engine(lines: list[str]) -> str:
+    engines = [f"{m.group(1)} {m.group(2)}" for line in lines if (m := _ENGINE.match(line))]
+    if engines:
+        return engines[-1]
+    versions = [m.group(1) for line in lines if (m := _SERVER_VERSION.search(line))]
+    return f"vllm {versions[-1]}" if versions else ""
+
+
 def read_bench(log: str) -> BenchReport:
     """Every figure the log reports (the last table and METRIC value of a name win)."""
     report = BenchReport()
     lines = log.splitlines()
     tables = _tables(lines)
     if tables:
-        table = tables[-1]
-        succeeded, failed = table.get("requests_succeeded"), table.get("requests_failed", 0.0)
-        if succeeded == 0:
-            report.problems.append(
-                "vLLM's benchmark completed no request (Successful requests: 0): its latencies are "
-                "no measurement"
-            )
-            table = {k: v for k, v in table.items() if k in ("requests_succeeded", "requests_failed")}
-        elif failed:
-            total = int(failed + (succeeded or 0))
-            report.problems.append(f"{int(failed)} of {total} requests of vLLM's benchmark failed")
-        report.metrics.update(table)
-        report.from_table = set(table)
+        _serving(report, tables[-1], VLLM_BENCHMARK)
     loads = [float(m.group(2)) for line in lines if (m := _MODEL_LOAD.search(line))]
     if loads:
         report.metrics["model_load_seconds"] = max(loads)
@@ -135,11 +169,20 @@ def read_bench(log: str) -> BenchReport:
     weights = [float(m.group(1)) for line in lines if (m := _WEIGHTS.search(line))]
     if weights:
         report.metrics["weights_load_seconds"] = max(weights)
+    client: dict[str, float] | None = None
     for line in lines:
+        if _CLIENT_START.match(line):
+            client = {}  # the METRIC lines from here on are that client's run
+            continue
         match = _METRIC.match(line)
         if match:
             report.metrics[match.group(1)] = float(match.group(2))
             report.from_table.discard(match.group(1))
+            if client is not None:
+                client[match.group(1)] = float(match.group(2))
+    if client is not None:
+        _serving(report, client, OUR_CLIENT)
+    report.engine = _engine(lines)
     return report
 
 

@@ -1,7 +1,9 @@
 """The shipped acceptance probes (runbooks/manifests/probes): the runbook's bench Jobs name only
-images, commands and ConfigMap keys the directory ships and documents; the training script runs
-(on a CPU, where torch is installed); the inference script starts a server, waits for it and
-prints its log and the benchmark's, with a stand-in `vllm` on PATH."""
+images, commands and ConfigMap keys the directory ships and documents, and every vLLM release the
+upgrade rolls out has its documented image; the training script runs (on a CPU, where torch is
+installed); the inference script starts a server, waits for it and prints its log, the engine's
+version and `vllm bench serve`'s output, with a stand-in `vllm` of 0.8 on PATH (the fallback to
+pitstop's own client on older engines: tests/integration/probes)."""
 
 from __future__ import annotations
 
@@ -80,6 +82,12 @@ def test_the_runbook_bench_jobs_use_only_the_shipped_images_commands_and_scripts
             == {"training": bench_logs.TRAIN_PROBE, "inference": bench_logs.VLLM_PROBE}[kind]
         )
         assert interpreter == ("python" if key.endswith(".py") else "sh")
+    # The inference script's own client beside it: standard library only (nothing is installed
+    # in the vLLM image), and marked as a probe.
+    client = cm["data"]["serve_bench.py"]
+    assert probe_of(client) == "serve-bench/1"
+    imported = set(re.findall(r"^(?:from|import) ([\w]+)", client, re.MULTILINE)) - {"__future__"}
+    assert imported and imported <= sys.stdlib_module_names, imported - set(sys.stdlib_module_names)
     # The runbook applies that very file, by a path relative to itself.
     assert (RUNBOOK.parent / variables["probe_scripts"]).resolve() == (
         PROBES / "probe-scripts.yaml"
@@ -87,6 +95,18 @@ def test_the_runbook_bench_jobs_use_only_the_shipped_images_commands_and_scripts
     text = RUNBOOK.read_text()
     assert text.count('kube.apply: {src: "{{ probe_scripts }}", namespace: "{{ probe_namespace }}"}') == 2
     assert text.count('namespace: "{{ probe_namespace }}"\n') == 2  # both acceptance.check calls
+
+
+def test_every_vllm_release_the_upgrade_rolls_out_has_its_documented_probe_image() -> None:
+    # The inference probe runs the engine under test (the release before the upgrade for the
+    # baseline, the target after it): vLLM's image of each release in manifests/platform/vllm.
+    documented = readme_table()
+    inference = _yaml(RUNBOOK)["vars"]["acceptance_bench"]["inference"]
+    releases = sorted(p.name for p in (RUNBOOK.parent / "manifests" / "platform" / "vllm").iterdir())
+    assert _yaml(RUNBOOK)["vars"]["targets"]["vllm"] in releases
+    for release in releases:
+        image = f"vllm/vllm-openai:{release}"
+        assert documented.get(image) == " ".join(inference["command"]), image
 
 
 def test_the_nccl_default_is_the_documented_image_and_binary() -> None:
@@ -154,9 +174,12 @@ def test_the_simulated_training_output_is_the_scripts_shape() -> None:
 
 FAKE_VLLM = '''\
 #!{python}
-"""A stand-in for vllm: `serve` logs and answers /health, `bench serve` prints a real table."""
+"""A stand-in for vllm 0.8: `serve` logs and answers /health and /version, `bench serve` exists
+(its --help succeeds) and prints a real table."""
 import http.server, os, sys, time
-if sys.argv[1] == "serve":
+if sys.argv[1:] == ["bench", "serve", "--help"]:
+    print("usage: vllm bench serve [options]")
+elif sys.argv[1] == "serve":
     if os.environ.get("FAKE_SERVE_FAILS"):
         print("RuntimeError: CUDA error: unspecified launch failure", flush=True)
         sys.exit(1)
@@ -165,8 +188,11 @@ if sys.argv[1] == "serve":
           flush=True)
     class Health(http.server.BaseHTTPRequestHandler):
         def do_GET(self):
-            self.send_response(200 if self.path == "/health" else 404)
+            body = b'{"version":"0.8.5.post1"}' if self.path == "/version" else b""
+            self.send_response(200 if self.path in ("/health", "/version") else 404)
+            self.send_header("Content-Length", str(len(body)))
             self.end_headers()
+            self.wfile.write(body)
     http.server.HTTPServer(("127.0.0.1", port), Health).serve_forever()
 elif sys.argv[1:3] == ["bench", "serve"]:
     print(" ".join(sys.argv[3:]), flush=True)
@@ -188,6 +214,7 @@ def _run_serve_bench(tmp_path: Path, **env: str) -> subprocess.CompletedProcess[
     fake.chmod(fake.stat().st_mode | stat.S_IXUSR)
     (bindir / "python3").symlink_to(sys.executable)
     script = _script(tmp_path, "vllm_serve_bench.sh")
+    _script(tmp_path, "serve_bench.py")  # beside it, as the ConfigMap mounts both
     environment = {
         **os.environ,
         "PATH": f"{bindir}:{os.environ['PATH']}",
@@ -212,8 +239,13 @@ def test_the_inference_script_prints_the_server_log_then_the_benchmark_and_stops
     assert "--base-url http://127.0.0.1:" in out
     assert "--model Qwen/Qwen2.5-0.5B-Instruct --dataset-name random --random-input-len 512" in out
     assert "--num-prompts 50 --max-concurrency 8" in out
-    metrics = read_bench(out).metrics
+    # The engine measured, from its /version, before vLLM's own benchmark.
+    assert out.index("ENGINE vllm 0.8.5.post1 (GET /version") < out.index("Serving Benchmark Result")
+    assert "own serving client" not in out
+    report = read_bench(out)
+    metrics = report.metrics
     assert metrics["ttft_ms_p50"] == 97.49 and metrics["model_load_seconds"] == 38.5
+    assert report.engine == "vllm 0.8.5.post1" and "server_ready_seconds" in metrics
     # The server was stopped: its port is free again.
     port = int(re.search(r"--base-url http://127.0.0.1:(\d+)", out).group(1))  # type: ignore[union-attr]
     with pytest.raises(ConnectionRefusedError):
