@@ -8,7 +8,9 @@ docs/tool-outputs.md): the server log of 0.8 (`Model loading took <m> GB and <s>
 process prefix) and of later V1 engines (`(EngineCore_DP0 pid=<n>)` before each line, GiB); the
 table with `{:<40} {:<10}` rows, to which 0.10.0 added "Maximum request concurrency" (when set,
 vllm-project/vllm#21095), 0.10.2 the peak rows (#23867) and 0.11.1 "Failed requests" (#26478).
-A later release's table is printed as 0.11.1 prints it.
+A later release's table is printed as 0.11.1 prints it. vLLM before 0.8 has no `vllm bench`:
+the script then runs pitstop's own client (`serve_bench.py`, `serve_bench_client` here), and the
+server log is the V0 engine's of 0.6 (`Loading model weights took <m> GB`, no time).
 """
 
 from __future__ import annotations
@@ -22,6 +24,13 @@ from datetime import UTC, datetime
 NEWEST = (0, 11, 1)
 TRAIN_PROBE = "train-step/1"
 VLLM_PROBE = "vllm-serve-bench/1"
+CLIENT_PROBE = "serve-bench/1"
+# The first release whose `vllm` has `bench serve` (vllm-project/vllm#13993).
+VLLM_BENCH_CLI = (0, 8)
+NO_VLLM_BENCH = (
+    "vllm-serve-bench: this image's vllm has no `vllm bench serve` (before vLLM 0.8): "
+    "pitstop's own client serve_bench.py measures"
+)
 
 
 def _row(label: str, value: str) -> str:
@@ -105,6 +114,8 @@ def vllm_server_log(
     `GiB memory`), and none of the API server's, whose later wording no capture here shows."""
     if _release(version) >= (0, 9):
         return _v1_engine_log(model, load_seconds, download_seconds, started, failure)
+    if () < _release(version) < VLLM_BENCH_CLI:
+        return _v0_06_log(version, model, load_seconds, port, started, failure)
     weights = _weights_seconds(load_seconds, download_seconds)
 
     def line(at: float, where: str, text: str) -> str:
@@ -141,6 +152,91 @@ def vllm_server_log(
         'INFO:     127.0.0.1:41234 - "GET /health HTTP/1.1" 200 OK',
     ]
     return "\n".join(lines) + "\n"
+
+
+def _v0_06_log(
+    version: str, model: str, load_seconds: float, port: int, started: datetime, failure: str | None
+) -> str:
+    """0.6's V0 engine: `%(levelname)s %(asctime)s %(filename)s:%(lineno)d] ` (vllm/logger.py),
+    no load time (worker/model_runner.py: `Loading model weights took %.4f GB`), no download
+    time; line numbers of 0.6.6."""
+
+    def line(at: float, where: str, text: str) -> str:
+        return f"INFO {_stamp(started, at)} {where}] {text}"
+
+    lines = [
+        line(0, "api_server.py:712", f"vLLM API server version {version.lstrip('v')}"),
+        line(16, "model_runner.py:1094", f"Starting to load model {model}..."),
+    ]
+    if failure is not None:
+        return "\n".join([*lines, failure]) + "\n"
+    loaded = 16 + load_seconds
+    lines += [
+        line(16, "weight_utils.py:251", "Using model weights format ['*.safetensors']"),
+        line(loaded, "model_runner.py:1099", "Loading model weights took 0.9276 GB"),
+        line(
+            loaded + 40,
+            "llm_engine.py:431",
+            "init engine (profile, create kv cache, warmup model) took 40.00 seconds",
+        ),
+        line(loaded + 41, "launcher.py:19", "Available routes are:"),
+        "INFO:     Started server process [1]",
+        "INFO:     Waiting for application startup.",
+        "INFO:     Application startup complete.",
+        f"INFO:     Uvicorn running on http://127.0.0.1:{port} (Press CTRL+C to quit)",
+        'INFO:     127.0.0.1:41234 - "GET /health HTTP/1.1" 200 OK',
+    ]
+    return "\n".join(lines) + "\n"
+
+
+def server_ready_seconds(load_seconds: float) -> int:
+    """The script's whole seconds from `vllm serve` to its first answered /health, for the
+    simulated logs above (the server answers 41 s after the model loaded, 16 s after start)."""
+    return int(16 + load_seconds + 41)
+
+
+def engine_line(version: str) -> str:
+    """The probe's `ENGINE` line: GET /version of the server (a tag that is no version, as the
+    newest release known here)."""
+    release = version.lstrip("v") if _release(version) else ".".join(map(str, NEWEST))
+    return f"ENGINE vllm {release} (GET /version of the server measured)\n"
+
+
+def has_vllm_bench(version: str) -> bool:
+    return (_release(version) or NEWEST) >= VLLM_BENCH_CLI
+
+
+def serve_bench_client(version: str, run: Serving, *, model: str, port: int) -> str:
+    """pitstop's own client (`serve_bench.py`) as it prints a run without failures: its header,
+    the ENGINE line, its METRIC lines (tests/fixtures/probes has a real one)."""
+    duration = run.duration_s
+    generated = run.num_prompts * run.output_len
+    head = (
+        "serve-bench: pitstop's own serving client, not vLLM's benchmark: "
+        f"{run.num_prompts} prompts of {run.input_len} random token ids, {run.output_len} output "
+        f"tokens each (ignore_eos), at most {run.max_concurrency} in flight, to "
+        f"http://127.0.0.1:{port}/v1/completions (streamed), model {model}\n"
+    )
+    lines = [
+        f"METRIC requests_succeeded={run.num_prompts} requests",
+        "METRIC requests_failed=0 requests",
+        f"METRIC max_concurrency={run.max_concurrency} requests",
+        f"METRIC benchmark_seconds={duration:.2f} s",
+        f"METRIC requests_per_second={run.num_prompts / duration:.2f} req/s",
+        f"METRIC output_tokens_per_second={generated / duration:.2f} tok/s",
+    ]
+    for metric, median in (
+        ("ttft", run.ttft_ms),
+        ("tpot", run.tpot_ms),
+        ("itl", run.tpot_ms * 0.98),
+        ("e2el", run.e2e_ms),
+    ):
+        lines += [
+            f"METRIC {metric}_ms_mean={median * 1.04:.2f} ms",
+            f"METRIC {metric}_ms_p50={median:.2f} ms",
+            f"METRIC {metric}_ms_p99={median * 1.9:.2f} ms",
+        ]
+    return head + engine_line(version) + "\n".join(lines) + "\n"
 
 
 def _weights_seconds(load_seconds: float, download_seconds: float) -> float:

@@ -308,7 +308,23 @@ def _vllm_serve_bench(profile: NodeProfile, pod: Obj) -> ValidationOutcome:
         input_len=_int_env(pod, "PITSTOP_INPUT_LEN", 512),
         output_len=_int_env(pod, "PITSTOP_OUTPUT_LEN", 128),
     )
-    return ValidationOutcome(succeeded=True, log=server + bench_logs.vllm_bench_serve(version, run))
+    log = server + f"METRIC server_ready_seconds={bench_logs.server_ready_seconds(38.5)} s\n"
+    # The script's own client, beside it in the ConfigMap (an older ConfigMap lacks it).
+    script = _script(_command(pod))
+    client = f"{posixpath.dirname(script[1]) if script else '/opt/pitstop'}/serve_bench.py"
+    missing = (
+        None
+        if mounted_files(pod).get(client) == bench_logs.CLIENT_PROBE
+        else f"python3: can't open file '{client}': [Errno 2] No such file or directory\n"
+    )
+    if bench_logs.has_vllm_bench(version):
+        engine = missing or bench_logs.engine_line(version)
+        return ValidationOutcome(succeeded=True, log=log + engine + bench_logs.vllm_bench_serve(version, run))
+    log += bench_logs.NO_VLLM_BENCH + "\n"
+    if missing:
+        return ValidationOutcome(succeeded=False, log=log + missing)
+    measured = bench_logs.serve_bench_client(version, run, model=model, port=port)
+    return ValidationOutcome(succeeded=True, log=log + measured)
 
 
 _PROBES: dict[str, Callable[[NodeProfile, Obj], ValidationOutcome]] = {

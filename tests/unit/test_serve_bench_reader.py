@@ -2,15 +2,20 @@
 vLLM's own `vllm bench serve` table (a real output nobody here wrote, tests/fixtures/real/vllm)
 and pitstop's own client `serve_bench.py` (its real output, made by running the shipped client
 against tests/integration/probes/vllm_openai_stub.py: tests/fixtures/probes/README.md). Both
-give the same figures under the same names and units, and the engine they measured."""
+give the same figures under the same names and units, and the engine they measured; the
+simulator prints what the probe prints for each engine version."""
 
 from __future__ import annotations
 
+import json
 import re
 from pathlib import Path
 
 from pitstop.acceptance.bench import read_bench
 from pitstop.acceptance.probes import BY_KEY
+from pitstop_sim import bench_logs
+from pitstop_sim.models import NodeHealth, NodeProfile
+from pitstop_sim.validation_logs import MOUNTED_FILES, produce
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 REAL_VLLM = FIXTURES / "real" / "vllm"
@@ -89,3 +94,84 @@ def test_the_engine_falls_back_to_vllms_own_log_line() -> None:
     assert read_bench("METRIC ttft_ms_p50=12 ms\n").engine == ""
     # The probe's line wins over the log's.
     assert read_bench(SERVE_LOG_082.read_text() + ENGINE_08).engine == "vllm 0.8.5.post1"
+
+
+# --- the simulator prints what the probe prints, by engine version --------------------------------
+
+SHIPPED = {
+    "/opt/pitstop/vllm_serve_bench.sh": bench_logs.VLLM_PROBE,
+    "/opt/pitstop/serve_bench.py": bench_logs.CLIENT_PROBE,
+}
+
+
+def _profile() -> NodeProfile:
+    return NodeProfile(
+        name="gpu-node-001", domain="zone-a", gpu_product="NVIDIA-H100-80GB-HBM3", gpus=8,
+        driver_version="550.90.07", firmware_version="96.00.89.00.01",
+        kernel_version="5.15.0-105-generic", os_image="Ubuntu 22.04.4 LTS", kubelet_version="v1.30.6",
+        container_runtime="containerd://1.7.20", health=NodeHealth(),
+    )  # fmt: skip
+
+
+def _probe_pod(image: str, files: dict[str, str]) -> dict[str, object]:
+    """The probe Job's pod as the simulator sees it: the ConfigMap's files by path, one GPU."""
+    return {
+        "metadata": {"annotations": {MOUNTED_FILES: json.dumps(files)}},
+        "spec": {
+            "containers": [
+                {
+                    "name": "bench",
+                    "image": image,
+                    "command": ["sh", "/opt/pitstop/vllm_serve_bench.sh"],
+                    "resources": {"limits": {"nvidia.com/gpu": 1}},
+                    "volumeMounts": [{"name": "config-0", "mountPath": "/opt/pitstop", "readOnly": True}],
+                }
+            ],
+            "volumes": [{"name": "config-0", "configMap": {"name": "pitstop-probe-scripts"}}],
+        },
+    }
+
+
+def _metric_names(text: str) -> list[str]:
+    return re.findall(r"^METRIC (\w+)=", text, re.MULTILINE)
+
+
+def test_the_simulated_client_prints_the_real_clients_lines() -> None:
+    run = bench_logs.Serving(ttft_ms=180, tpot_ms=22, num_prompts=40, max_concurrency=4, output_len=32)
+    simulated = bench_logs.serve_bench_client("v0.6.6", run, model="Qwen/Qwen2.5-0.5B-Instruct", port=8000)
+    real = OUR_CLIENT.read_text()
+    assert _metric_names(simulated) == _metric_names(real)
+    shape = re.compile(r"(?<=:)\d+(?=/)|\d+(?= (?:prompts|random|output|in flight))")
+    assert shape.sub("N", simulated.splitlines()[0]) == shape.sub("N", real.splitlines()[0])
+    assert (
+        simulated.splitlines()[1]
+        == real.splitlines()[1]
+        == "ENGINE vllm 0.6.6 (GET /version of the server measured)"
+    )
+
+
+def test_the_simulator_runs_our_client_on_an_engine_without_vllm_bench() -> None:
+    pod = _probe_pod("vllm/vllm-openai:v0.6.6", SHIPPED)
+    served = produce("bench", _profile(), pod)
+    assert served.succeeded
+    assert "INFO " in served.log and " api_server.py:712] vLLM API server version 0.6.6\n" in served.log
+    assert bench_logs.NO_VLLM_BENCH in served.log and "Serving Benchmark Result" not in served.log
+    report = read_bench(served.log)
+    assert report.engine == "vllm 0.6.6" and report.problems == []
+    assert report.metrics["ttft_ms_p50"] == 180 and report.metrics["tpot_ms_p50"] == 22
+    assert "model_load_seconds" not in report.metrics  # 0.6 logs no load time
+    # An older ConfigMap without the client: python3's own words, and the probe fails.
+    old = _probe_pod("vllm/vllm-openai:v0.6.6", {"/opt/pitstop/vllm_serve_bench.sh": bench_logs.VLLM_PROBE})
+    failed = produce("bench", _profile(), old)
+    assert not failed.succeeded
+    assert failed.log.endswith(
+        "python3: can't open file '/opt/pitstop/serve_bench.py': [Errno 2] No such file or directory\n"
+    )
+
+
+def test_the_simulator_names_the_engine_before_vllms_own_benchmark() -> None:
+    pod = _probe_pod("vllm/vllm-openai:v0.8.5.post1", SHIPPED)
+    served = produce("bench", _profile(), pod)
+    assert served.succeeded
+    assert served.log.index("ENGINE vllm 0.8.5.post1") < served.log.index("Serving Benchmark Result")
+    assert read_bench(served.log).engine == "vllm 0.8.5.post1"
