@@ -76,7 +76,10 @@ def _load_site_modules() -> None:
 # models of every family (~0.15 s of each CLI command). Every catalogued name is found this way
 # (tests/unit/test_module_catalogue.py holds it), so a name its family does not hold is not
 # shipped.
-_FAMILIES_OF_PREFIX = {"kube": ("kube", "kube_upgrade", "observe"), "gpu": ("gpu", "gpu_driver")}
+_FAMILIES_OF_PREFIX = {
+    "kube": ("kube", "kube_upgrade", "kube_removals", "observe"),
+    "gpu": ("gpu", "gpu_driver"),
+}
 
 
 @functools.cache

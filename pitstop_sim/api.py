@@ -36,14 +36,17 @@ from pitstop_sim.clock import rfc3339
 from pitstop_sim.context import SimContext
 from pitstop_sim.disruption import compute_status, pdb_selects
 from pitstop_sim.errors import (
+    PROPAGATION_POLICIES,
     ApiError,
     already_exists,
     bad_request,
     conflict,
     invalid,
+    invalid_delete_options,
     method_not_allowed,
     namespace_not_found,
     not_found,
+    precondition_failed,
     unsupported_media_type,
 )
 from pitstop_sim.models import PdbViolation
@@ -382,17 +385,16 @@ class KubeApi:
         via_eviction: bool = False,
     ) -> Obj:
         options = options or {}
+        _validate_delete_options(options)
+        # DeleteOptions.dryRun in the body counts as the query's: kubectl sends it there.
+        dry_run = dry_run or "All" in (options.get("dryRun") or [])
         obj = self.get(rt, namespace, name)
+        # storage.Preconditions.Check: a precondition that is given (even empty) must match; the
+        # UID first. A server-side dry run checks them too, then writes nothing.
         pre = options.get("preconditions") or {}
-        if pre.get("uid") and pre["uid"] != meta(obj).get("uid"):
-            raise ApiError(
-                409,
-                "Conflict",
-                f"Precondition failed: UID in precondition: {pre['uid']}, "
-                f"UID in object meta: {meta(obj).get('uid')}",
-            )
-        if pre.get("resourceVersion") and pre["resourceVersion"] != meta(obj).get("resourceVersion"):
-            raise conflict(rt, name)
+        for field, key in (("UID", "uid"), ("ResourceVersion", "resourceVersion")):
+            if pre.get(key) is not None and pre[key] != meta(obj).get(key, ""):
+                raise precondition_failed(rt, namespace, name, field, pre[key], meta(obj).get(key, ""))
         if dry_run:
             return obj
         if options.get("propagationPolicy") == "Orphan" or options.get("orphanDependents") is True:
@@ -823,3 +825,33 @@ def _decode_continue(token: str) -> str:
         return str(data["start"])
     except (binascii.Error, ValueError, KeyError, TypeError):
         raise bad_request("continue key is not valid: invalid continue token") from None
+
+
+def _validate_delete_options(options: Obj) -> None:
+    """ValidateDeleteOptions, as the DELETE handler runs it before the object is looked up."""
+    policy = options.get("propagationPolicy")
+    causes: list[tuple[str, str, str]] = []
+    if policy is not None and options.get("orphanDependents") is not None:
+        causes.append(
+            (
+                "propagationPolicy",
+                "FieldValueInvalid",
+                f'Invalid value: "{policy}": orphanDependents and deletionPropagation cannot be both set',
+            )
+        )
+    if policy is not None and policy not in PROPAGATION_POLICIES:
+        supported = ", ".join(f'"{p}"' for p in (*PROPAGATION_POLICIES, "nil"))
+        causes.append(
+            (
+                "propagationPolicy",
+                "FieldValueNotSupported",
+                f'Unsupported value: "{policy}": supported values: {supported}',
+            )
+        )
+    for value in options.get("dryRun") or []:
+        if value != "All":
+            causes.append(
+                ("dryRun", "FieldValueNotSupported", f'Unsupported value: "{value}": supported values: "All"')
+            )
+    if causes:
+        raise invalid_delete_options(causes)

@@ -84,6 +84,43 @@ def conflict(rt: ResourceType, name: str) -> ApiError:
     )
 
 
+def precondition_failed(
+    rt: ResourceType, namespace: str | None, name: str, field: str, wanted: Any, actual: Any
+) -> ApiError:
+    """409 for a DeleteOptions precondition (uid, resourceVersion) the object does not meet: the
+    storage layer's invalid-object error (storage.Preconditions.Check) that the registry turns
+    into a Conflict (InterpretDeleteError), with the storage key as etcd holds it."""
+    key = "/".join(part for part in ("/registry", rt.storage, namespace or "", name) if part)
+    return ApiError(
+        409,
+        "Conflict",
+        f'Operation cannot be fulfilled on {qualified(rt)} "{name}": StorageError: invalid object, '
+        f"Code: 4, Key: {key}, ResourceVersion: 0, AdditionalErrorMsg: Precondition failed: "
+        f"{field} in precondition: {wanted}, {field} in object meta: {actual}",
+        _details(rt, name),
+    )
+
+
+PROPAGATION_POLICIES = ("Foreground", "Background", "Orphan")
+
+
+def invalid_delete_options(causes: list[tuple[str, str, str]]) -> ApiError:
+    """422 for DeleteOptions that fail validation (ValidateDeleteOptions)."""
+    text = ", ".join(f"{field}: {message}" for field, _, message in causes)
+    return ApiError(
+        422,
+        "Invalid",
+        f'DeleteOptions.meta.k8s.io "" is invalid: {text}',
+        {
+            "group": "meta.k8s.io",
+            "kind": "DeleteOptions",
+            "causes": [
+                {"reason": reason, "message": message, "field": field} for field, reason, message in causes
+            ],
+        },
+    )
+
+
 def invalid(rt: ResourceType, name: str, causes: list[tuple[str, str, str]]) -> ApiError:
     """422 Invalid; each cause is (field, reason, message), e.g. ("spec.containers", "FieldValueRequired",
     "Required value")."""
