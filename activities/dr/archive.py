@@ -13,7 +13,6 @@ import hashlib
 import os
 import tarfile
 from collections.abc import Iterator
-from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -27,10 +26,23 @@ if TYPE_CHECKING:
     from mypy_boto3_s3 import S3Client
 
 
-@dataclass(frozen=True)
 class Staged:
-    path: Path
-    fd: int
+    """The staging file: its path and, until `close()`, its open descriptor."""
+
+    def __init__(self, path: Path, fd: int) -> None:
+        self.path = path
+        self._fd: int | None = fd
+
+    @property
+    def fd(self) -> int:
+        assert self._fd is not None, "the staging file is closed"
+        return self._fd
+
+    def close(self) -> None:
+        # Once only: a descriptor closed twice may by then be another thread's socket.
+        if self._fd is not None:
+            fd, self._fd = self._fd, None
+            os.close(fd)
 
 
 def stamp(moment: datetime) -> str:
@@ -51,11 +63,11 @@ def staged_file(call: ModuleCall, name: str) -> Iterator[Staged]:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(allowed.path.name, dir_fd=dir_fd)  # left by an attempt that was killed
         fd = open_nofollow(allowed.path.name, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600, dir_fd=dir_fd)
+        staged = Staged(allowed.path, fd)
         try:
-            yield Staged(allowed.path, fd)
+            yield staged
         finally:
-            with contextlib.suppress(OSError):
-                os.close(fd)
+            staged.close()
             with contextlib.suppress(FileNotFoundError):
                 os.unlink(allowed.path.name, dir_fd=dir_fd)
 

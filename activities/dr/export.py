@@ -95,7 +95,7 @@ def export_objects(call: ModuleCall, args: ExportObjectsArgs) -> ModuleResult:
     text = header + (yaml.safe_dump_all(documents, sort_keys=True, explicit_start=True) if documents else "")
     with staged_file(call, "queue-policy.yaml") as staged:
         os.write(staged.fd, text.encode())
-        os.close(staged.fd)
+        staged.close()
         metadata = {"pitstop-run": call.run_id, "cluster": args.cluster, "item": "queue-policy-objects"}
         with s3_errors(f"upload to {where}"):
             outcome = upload(client, args, key, staged.path, metadata)

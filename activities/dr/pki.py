@@ -15,7 +15,6 @@ The result carries the object key, its SHA-256 and the manifest: never a file's 
 from __future__ import annotations
 
 import io
-import os
 import tarfile
 import time
 from datetime import UTC, datetime
@@ -97,7 +96,7 @@ def pki_backup(call: ModuleCall, args: PkiBackupArgs) -> ModuleResult:
                     data={"members": members, "missing": missing},
                 )
             size = stream_tar(conn, members, args.become, call.host, staged.fd, args.timeout_seconds)
-        os.close(staged.fd)
+        staged.close()
         configmap: dict[str, Any] = {"included": False, "why": "not asked (kubeadm_configmap: false)"}
         if args.kubeadm_configmap:
             body, why = _kubeadm_configmap(call)

@@ -79,7 +79,7 @@ class DrSite:
             check_mode=check_mode,
             run_id=f"dr-test-{uuid.uuid4().hex[:8]}",
             task_path="stage/0/task/0",
-            host_vars=self.inventory.hostvars(host),
+            host_vars=self.inventory.hostvars(host) if host in self.inventory.hosts else {},
             cluster=self.inventory.cluster,
         )
 
