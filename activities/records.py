@@ -127,7 +127,9 @@ def build_drill_report(args: DrillReportArgs, drill_id: str, now: datetime) -> D
     reasons: list[str] = []
     failed = [s for s in steps if s.state == "failed"]
     for step in failed:
-        reasons.append(f"{step.name} failed: {step.msg}" if step.msg else f"{step.name} failed")
+        # A module's own message may already say "<step> failed: ..." (etcd.verify's does).
+        said = step.msg.removeprefix(f"{step.name} failed: ")
+        reasons.append(f"{step.name} failed: {said}" if said else f"{step.name} failed")
     if not failed:
         reasons += [
             f"{s.name} ({s.what}) was {s.state}"
@@ -254,6 +256,12 @@ def render_markdown(report: DrillReport) -> str:
     return "\n".join(lines) + "\n"
 
 
+def drill_headline(report: DrillReport) -> str:
+    """`etcd restore drill PASSED, RTO 2.1s, RPO 14.0s`: what a person reads first."""
+    verdict = "PASSED" if report.passed else "FAILED"
+    return f"etcd restore drill {verdict}, RTO {_seconds(report.rto_s)}, RPO {_seconds(report.rpo_s)}"
+
+
 def notify_drill_report(report: DrillReport, channel: str | None) -> dict[str, Any]:
     """The notification hook. No channel delivers messages yet (the Slack integration comes
     with the notify modules), so it logs the summary and says so rather than pretend."""
@@ -289,6 +297,7 @@ def records_drill_report(call: ModuleCall, args: DrillReportArgs) -> ModuleResul
         "json_key": json_key,
         "md_key": md_key,
         "json_uri": uri(args.bucket, json_key),
+        "md_uri": uri(args.bucket, md_key),
         "report": document,
         "markdown": markdown,
     }
@@ -311,6 +320,9 @@ def records_drill_report(call: ModuleCall, args: DrillReportArgs) -> ModuleResul
             Bucket=args.bucket, Key=md_key, Body=markdown.encode(), ContentType="text/markdown; charset=utf-8"
         )
     notification = notify_drill_report(report, args.channel)
+    # Listed by the run's status and report (`pitstop run --wait`, `pitstop status`): the
+    # verdict and the measured RTO/RPO with where to read the rest.
+    data["artifact"] = {"name": drill_headline(report), "uri": data["md_uri"]}
     data["notification"] = notification
     data["notified"] = notification["notified"]
     return ModuleResult(

@@ -103,7 +103,7 @@ def test_a_verification_failure_lists_what_differed() -> None:
     }
     report = build_drill_report(_args(verify=verify), "drill-3", now=T0)
     assert not report.passed and report.rto_s is None
-    assert report.reasons == ["verify failed: verify failed: live keys: expected 40, got 39"]
+    assert report.reasons == ["verify failed: live keys: expected 40, got 39"]
     assert "| live keys | NO | 40 | 39 |" in render_markdown(report)
 
 

@@ -133,7 +133,7 @@ async def test_a_flipped_byte_in_the_stored_snapshot_fails_the_drill_with_a_chec
     assert drill.msg.startswith("every host of stage")
     host = drill.stages[0].hosts[0]
     expected = f"checksum mismatch: expected {good}, got {bad}"
-    assert host.status == "failed" and host.failed_task == "The drill passed"
+    assert host.status == "failed" and host.failed_task == "Drill verdict"
     assert host.msg.startswith("restore drill failed: download failed: ChecksumMismatch: " + expected)
     stored = _report_json(s3_client, site)
     assert stored["passed"] is False
