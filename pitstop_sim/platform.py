@@ -10,6 +10,7 @@ Runs on the simulator's loop (`SimControl.platform`); the SSH node tools reach i
 from __future__ import annotations
 
 import contextlib
+import re
 from typing import TYPE_CHECKING, Any
 
 from pitstop_sim.admission import prepare_create
@@ -23,6 +24,7 @@ from pitstop_sim.platform_objects import (
     static_image,
     upstream,
 )
+from pitstop_sim.ssh.pki import KUBEADM_CONFIGMAP
 from pitstop_sim.store import ObjectMissing, clone
 
 if TYPE_CHECKING:
@@ -62,6 +64,19 @@ class PlatformOps:
                 self._restart_static_pods(name, version)
         self._set_image("daemonsets", "kube-system", "kube-proxy", f"registry.k8s.io/kube-proxy:{version}")
         self._set_image("deployments", "kube-system", "coredns", coredns_image(version))
+        self._set_kubeadm_version(version)
+
+    def _set_kubeadm_version(self, version: str) -> None:
+        """kubeadm records the new version in the ClusterConfiguration it keeps in kube-system."""
+        obj = self.ctx.store.get("configmaps", "kube-system", KUBEADM_CONFIGMAP)
+        if obj is None:
+            return
+        updated = clone(obj)
+        text = str((updated.get("data") or {}).get("ClusterConfiguration", ""))
+        updated["data"]["ClusterConfiguration"] = re.sub(
+            r"(?m)^kubernetesVersion: .*$", f"kubernetesVersion: {version}", text
+        )
+        self.api.update(self.ctx.rt("", "configmaps"), "kube-system", KUBEADM_CONFIGMAP, updated)
 
     def _restart_static_pods(self, node_name: str, version: str) -> None:
         """The kubelet restarts each static pod from its new manifest; its mirror pod is new too."""

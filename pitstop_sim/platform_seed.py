@@ -18,6 +18,7 @@ from pitstop_sim.platform_objects import (
 )
 from pitstop_sim.platform_spec import Component, Platform
 from pitstop_sim.scenario import Deployment
+from pitstop_sim.ssh.pki import KUBEADM_CONFIGMAP, cluster_configuration
 from pitstop_sim.store import clone
 
 if TYPE_CHECKING:
@@ -66,6 +67,14 @@ class PlatformSeeder:
             gpu_only=False,
             tolerate_all=True,
             labels={"k8s-app": "kube-proxy"},
+        )
+        # What `kubeadm init` uploads (and `kubeadm upgrade apply` updates): dr.pki_backup reads it.
+        config = cluster_configuration("kubernetes", self.seeder.scenario.control_plane_names(), version)
+        self.seeder._create(
+            "",
+            "configmaps",
+            "kube-system",
+            {"metadata": {"name": KUBEADM_CONFIGMAP}, "data": {"ClusterConfiguration": config}},
         )
 
     def daemonsets(self) -> None:

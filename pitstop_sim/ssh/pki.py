@@ -23,6 +23,7 @@ from pitstop_sim.ssh.fs import MemoryFS
 KUBERNETES_DIR = "/etc/kubernetes"
 PKI_DIR = f"{KUBERNETES_DIR}/pki"
 KUBEADM_CONFIG = f"{KUBERNETES_DIR}/kubeadm-config.yaml"
+KUBEADM_CONFIGMAP = "kubeadm-config"  # in kube-system
 CA_DAYS = 3650
 LEAF_DAYS = 365
 
@@ -85,6 +86,23 @@ def _cert(
     return builder.sign(issuer[1] if issuer else key, hashes.SHA256())
 
 
+def cluster_configuration(cluster: str, control_plane: list[str], version: str) -> str:
+    """kubeadm's ClusterConfiguration, as in /etc/kubernetes/kubeadm-config.yaml and the
+    ConfigMap kube-system/kubeadm-config (key ClusterConfiguration)."""
+    endpoint = control_plane[0] if control_plane else cluster
+    return (
+        "apiVersion: kubeadm.k8s.io/v1beta4\n"
+        "kind: ClusterConfiguration\n"
+        f"clusterName: {cluster}\n"
+        f"kubernetesVersion: {version}\n"
+        "certificatesDir: /etc/kubernetes/pki\n"
+        "encryptionAlgorithm: ECDSA-P256\n"
+        f"controlPlaneEndpoint: {endpoint}:6443\n"
+        "networking:\n  dnsDomain: cluster.local\n  podSubnet: 10.244.0.0/16\n  serviceSubnet: 10.96.0.0/12\n"
+        "etcd:\n  local:\n    dataDir: /var/lib/etcd\n"
+    )
+
+
 def generate(cluster: str, control_plane: list[str], version: str) -> list[PkiFile]:
     """kubeadm's PKI layout (`kubeadm certs check-expiration` lists the same certificates)."""
     now = datetime.now(UTC)
@@ -139,17 +157,7 @@ def generate(cluster: str, control_plane: list[str], version: str) -> list[PkiFi
         serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo
     )
     out.append(PkiFile(f"{PKI_DIR}/sa.pub", sa_pub, 0o644))
-    config = (
-        "apiVersion: kubeadm.k8s.io/v1beta4\n"
-        "kind: ClusterConfiguration\n"
-        f"clusterName: {cluster}\n"
-        f"kubernetesVersion: {version}\n"
-        "certificatesDir: /etc/kubernetes/pki\n"
-        "encryptionAlgorithm: ECDSA-P256\n"
-        f"controlPlaneEndpoint: {control_plane[0] if control_plane else cluster}:6443\n"
-        "networking:\n  dnsDomain: cluster.local\n  podSubnet: 10.244.0.0/16\n  serviceSubnet: 10.96.0.0/12\n"
-        "etcd:\n  local:\n    dataDir: /var/lib/etcd\n"
-    )
+    config = cluster_configuration(cluster, control_plane, version)
     out.append(PkiFile(KUBEADM_CONFIG, config.encode(), 0o600))
     return out
 

@@ -13,9 +13,11 @@ import tarfile
 from typing import TYPE_CHECKING
 
 import pytest
+import yaml
 from temporalio.exceptions import ApplicationError
 
 from activities.dr.pki import pki_backup
+from pitstop.policy.files import run_work_dir
 from tests.integration.dr.conftest import CP, GPU, DrSite
 
 if TYPE_CHECKING:
@@ -70,6 +72,14 @@ def test_archives_the_pki_and_kubeadm_config_verified_and_reports_only_names_siz
         assert b"PRIVATE KEY" in key_bytes
         assert hashlib.sha256(key_bytes).hexdigest() == names["pki/ca.key"]["sha256"]
         assert "kubeadm-config.yaml" in archive.getnames()
+        configmap = archive.extractfile("kubeadm-config.configmap.yaml")
+        assert configmap is not None
+        cluster_config = yaml.safe_load(configmap.read())["data"]["ClusterConfiguration"]
+        assert (
+            "kind: ClusterConfiguration\nclusterName: kubernetes\nkubernetesVersion: v1.30.6\n"
+            in cluster_config
+        )
+    assert data["kubeadm_configmap"] == {"included": True, "why": "read from the API"}
 
     # Nothing of a key in what goes to history.
     shown = json.dumps(result.model_dump())
@@ -133,3 +143,17 @@ def test_check_mode_says_what_it_would_archive_and_uploads_nothing(
     )
     assert result.changed and "would archive pki, kubeadm-config.yaml" in result.msg
     assert _keys(s3_client, bucket) == []
+
+
+def test_without_become_the_keys_cannot_be_read_and_nothing_is_uploaded_or_left_on_the_worker(
+    dr_site: DrSite, s3_client: S3Client, s3_endpoint: str, bucket: str
+) -> None:
+    call = dr_site.call("dr.pki_backup", _args(bucket, s3_endpoint, become=False))
+    with pytest.raises(ApplicationError) as failed:
+        dr_site.run(pki_backup, call)
+    assert failed.value.type == "PreconditionFailed"
+    assert failed.value.message.startswith(f"archiving /etc/kubernetes on {CP} failed (tar rc 2): ")
+    assert "tar: pki/ca.key: Cannot open: Permission denied" in failed.value.message
+    assert _keys(s3_client, bucket) == []
+    assert s3_client.list_multipart_uploads(Bucket=bucket).get("Uploads", []) == []
+    assert list((run_work_dir(call.run_id) / "dr").iterdir()) == []
