@@ -18,6 +18,7 @@ from temporalio.exceptions import ApplicationError
 
 from activities.dr.pki import pki_backup
 from pitstop.policy.files import run_work_dir
+from pitstop.policy.load import current_policy
 from tests.integration.dr.conftest import CP, GPU, DrSite
 
 if TYPE_CHECKING:
@@ -157,3 +158,18 @@ def test_without_become_the_keys_cannot_be_read_and_nothing_is_uploaded_or_left_
     assert _keys(s3_client, bucket) == []
     assert s3_client.list_multipart_uploads(Bucket=bucket).get("Uploads", []) == []
     assert list((run_work_dir(call.run_id) / "dr").iterdir()) == []
+
+
+def test_a_worker_that_reaches_only_the_nodes_still_backs_up_their_files_and_says_why_no_configmap(
+    dr_site: DrSite, s3_client: S3Client, s3_endpoint: str, bucket: str
+) -> None:
+    cluster = dr_site.inventory.cluster
+    assert cluster is not None
+    (current_policy().clusters_dir.path / cluster.name / "kubeconfig").unlink()
+    result = dr_site.run(pki_backup, dr_site.call("dr.pki_backup", _args(bucket, s3_endpoint)))
+    assert result.data["kubeadm_configmap"]["included"] is False
+    assert result.data["kubeadm_configmap"]["why"].startswith(
+        f"not read: dr.pki_backup: cluster {cluster.name!r} has no Kubernetes access on this worker"
+    )
+    assert "kubeadm-config.yaml" in {f["name"] for f in result.data["files"]}
+    assert _keys(s3_client, bucket) == [result.data["key"]]
