@@ -34,6 +34,7 @@ from pitstop.kube.selectors import selector_requirements
 from pitstop_sim import admission, ssa
 from pitstop_sim.clock import rfc3339
 from pitstop_sim.context import SimContext
+from pitstop_sim.controllers.gc import FOREGROUND_DELETION
 from pitstop_sim.disruption import compute_status, pdb_selects
 from pitstop_sim.errors import (
     PROPAGATION_POLICIES,
@@ -403,6 +404,8 @@ class KubeApi:
             return self._delete_pod(rt, obj, options, via_eviction)
         if rt.kind == "Namespace":
             return self._delete_namespace(rt, obj)
+        if options.get("propagationPolicy") == "Foreground":
+            return self._delete_foreground(rt, obj)
         if meta(obj).get("finalizers"):
             if is_terminating(obj):
                 return obj
@@ -747,6 +750,22 @@ class KubeApi:
                 self.ctx.registry.remove(served.group, served.version, served.plural)
         self.ctx.poke()
         return gone
+
+    def _delete_foreground(self, rt: ResourceType, obj: Obj) -> Obj:
+        """propagationPolicy Foreground: the object stays, with a deletionTimestamp and the
+        `foregroundDeletion` finalizer, until the garbage collector has deleted the dependents
+        that block it (ownerReferences with blockOwnerDeletion); then the collector removes it."""
+        finalizers = list(meta(obj).get("finalizers") or [])
+        if is_terminating(obj) and FOREGROUND_DELETION in finalizers:
+            return obj
+        marked = clone(obj)
+        marked["metadata"].setdefault("deletionTimestamp", rfc3339())
+        marked["metadata"].setdefault("deletionGracePeriodSeconds", 0)
+        if FOREGROUND_DELETION not in finalizers:
+            marked["metadata"]["finalizers"] = [*finalizers, FOREGROUND_DELETION]
+        stored = self.ctx.store.update(rt.storage, marked)
+        self.ctx.poke()
+        return stored
 
     def _delete_namespace(self, rt: ResourceType, ns: Obj) -> Obj:
         if is_terminating(ns):

@@ -35,6 +35,8 @@ from pitstop.kube.removals import (
 )
 from pitstop.module_args.kube_removals import REMOVALS, ComponentChange, RemovalsArgs
 from pitstop.policy.clusters import cluster_rule
+from pitstop.policy.files import readable
+from pitstop.versions.collect import same_version
 
 
 class Removal(BaseModel):
@@ -74,17 +76,36 @@ class Removal(BaseModel):
         }
 
 
+def version_dir(call: ModuleCall, args: RemovalsArgs, component: str, version: str) -> str:
+    """`<manifests>/<component>/<dir>` of a version: the directory named so, else the one that is the
+    same version (`calico v3.28.2` as the version inventory reports it is `v3.28.2`). The
+    component's directory is read under the worker policy, as kube.apply reads `src`."""
+    top = f"{args.manifests.rstrip('/')}/{component}"
+    base = readable(top, run_id=call.run_id, what="kube.removals: manifests", relative_to="runbook").path
+    try:
+        names = sorted(child.name for child in base.iterdir() if child.is_dir())
+    except OSError as exc:
+        fail(ErrorType.INVALID_ARGS, f"kube.removals: {component}: {top}: cannot list it: {exc.strerror}")
+    if version in names:
+        return version
+    same = [name for name in names if same_version(name, version)]
+    if len(same) != 1:
+        fail(
+            ErrorType.INVALID_ARGS,
+            f"kube.removals: {component} {version}: {'no' if not same else 'more than one'} directory of "
+            f"that version in {top} (there: {', '.join(names) or 'none'}); the manifests of both releases "
+            "are needed to tell what the new one no longer ships",
+        )
+    return same[0]
+
+
 def release(call: ModuleCall, args: RemovalsArgs, component: str, version: str) -> list[Manifest]:
-    where = f"{args.manifests.rstrip('/')}/{component}/{version}"
+    where = f"{args.manifests.rstrip('/')}/{component}/{version_dir(call, args, component, version)}"
     try:
         files = allowed_manifest_files(call, [where], "manifests", recursive=args.recursive)
         return load_manifests(files)
     except ManifestError as exc:
-        fail(
-            ErrorType.INVALID_ARGS,
-            f"kube.removals: {component} {version}: {exc} (the manifests of both releases are needed "
-            "to tell what the new one no longer ships)",
-        )
+        fail(ErrorType.INVALID_ARGS, f"kube.removals: {component} {version}: {exc}")
 
 
 def find_kind(discovery: Discovery, api_version: str, kind: str) -> ApiResource | None:

@@ -16,14 +16,24 @@ from typing import Any, Literal, Self
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from pitstop.module_spec import ArgsT, ModuleArgs, ModuleSpec, RetryDefaults
+from pitstop.versions.collect import same_version
 
-# A component or version becomes one path segment below `manifests`: nothing that climbs out.
+# A component becomes one path segment below `manifests`: nothing that climbs out.
 _SEGMENT = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._+-]*$")
 
 
 def _segment(value: str, what: str) -> str:
     if not _SEGMENT.match(value) or ".." in value:
         raise ValueError(f"{what} {value!r} is not a directory name (letters, digits, '.', '_', '+', '-')")
+    return value
+
+
+def _version(value: str) -> str:
+    """A version as the version inventory reports it (`v0.9.1`, or `calico v3.28.2`): kube.removals
+    finds its directory among the component's (pitstop.versions.same_version), so it is never a
+    path itself; only what could read as one is refused."""
+    if not value.strip() or any(c in value for c in "/\\\0") or value.startswith(".") or len(value) > 128:
+        raise ValueError(f"version {value!r} is not a version")
     return value
 
 
@@ -43,8 +53,8 @@ class ComponentChange(BaseModel):
 
     @field_validator("from_version", "to_version")
     @classmethod
-    def _version(cls, value: str) -> str:
-        return _segment(value, "version")
+    def _versions(cls, value: str) -> str:
+        return _version(value)
 
 
 class RemovalsArgs(ModuleArgs):
@@ -107,7 +117,7 @@ class RemovalsArgs(ModuleArgs):
                     skipped.append(f"{item}: not in {which}")
                     continue
                 item = ComponentChange(component=item, from_version=before, to_version=after)
-            if item.from_version == item.to_version:
+            if same_version(item.from_version, item.to_version):
                 skipped.append(f"{item.component}: still {item.to_version}")
                 continue
             out.append(item)

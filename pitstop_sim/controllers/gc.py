@@ -1,5 +1,6 @@
 """Garbage collection and namespace deletion: dependents go when their owners go (background
-propagation), and a Terminating namespace is emptied before it disappears."""
+propagation); an owner deleted with foreground propagation goes after the dependents that block
+it; a Terminating namespace is emptied before it disappears."""
 
 from __future__ import annotations
 
@@ -7,10 +8,13 @@ import contextlib
 from typing import Any
 
 from pitstop.kube.objects import is_terminating, meta, name_of
+from pitstop_sim.clock import rfc3339
 from pitstop_sim.controllers.base import Controller
 from pitstop_sim.store import ObjectMissing, WatchEvent
 
 Obj = dict[str, Any]
+# The finalizer of an owner deleted with propagationPolicy Foreground (metav1.FinalizerDeleteDependents).
+FOREGROUND_DELETION = "foregroundDeletion"
 
 
 class GarbageCollector(Controller):
@@ -21,8 +25,16 @@ class GarbageCollector(Controller):
         self._gone: list[str] = []
         self._namespaces: set[str] = set()  # to (re)check
         self._terminating: set[str] = set()  # being emptied
+        self._foreground: set[tuple[str, str, str]] = set()  # (storage, namespace, name) owners
+        self._recheck = False
 
     def observe(self, event: WatchEvent) -> None:
+        finalizers = meta(event.obj).get("finalizers") or []
+        if event.type != "DELETED" and FOREGROUND_DELETION in finalizers and is_terminating(event.obj):
+            self._foreground.add((event.storage, meta(event.obj).get("namespace") or "", name_of(event.obj)))
+            self._recheck = True
+        elif event.type == "DELETED" and self._foreground:
+            self._recheck = True  # perhaps the last dependent an owner waited for
         if event.type == "DELETED":
             uid = meta(event.obj).get("uid")
             if uid:
@@ -33,7 +45,7 @@ class GarbageCollector(Controller):
             self._namespaces.add(meta(event.obj)["namespace"])
 
     def pending(self) -> bool:
-        return bool(self._gone or self._namespaces)
+        return bool(self._gone or self._namespaces or self._recheck)
 
     def resync(self) -> None:
         for ns in self.ctx.store.list("namespaces").items:
@@ -53,6 +65,44 @@ class GarbageCollector(Controller):
         namespaces, self._namespaces = self._namespaces, set()
         for ns in sorted(namespaces):
             self._empty_namespace(ns)
+        if self._recheck:
+            self._recheck = False
+            for owner in sorted(self._foreground):
+                self._foreground_owner(*owner)
+
+    def _foreground_owner(self, storage: str, namespace: str, name: str) -> None:
+        """Delete an owner's dependents (in the foreground too), and the owner once none that
+        blocks it is left, as the garbage collector's processDeletingDependentsItem does."""
+        owner = self.ctx.store.get(storage, namespace or None, name)
+        if owner is None or FOREGROUND_DELETION not in (meta(owner).get("finalizers") or []):
+            self._foreground.discard((storage, namespace, name))
+            return
+        uid = meta(owner).get("uid", "")
+        blocking = 0
+        for dep_storage, dependent in self.ctx.store.dependents(uid):
+            refs = meta(dependent).get("ownerReferences") or []
+            blocking += any(r.get("uid") == uid and r.get("blockOwnerDeletion") for r in refs)
+            if not is_terminating(dependent):
+                self._delete_foreground(dep_storage, dependent)
+        if blocking:
+            return  # their DELETED events bring the owner back here
+        self._foreground.discard((storage, namespace, name))
+        freed = [f for f in meta(owner).get("finalizers") or [] if f != FOREGROUND_DELETION]
+        if freed:
+            kept = {**owner, "metadata": {**owner["metadata"], "finalizers": freed}}
+            self.ctx.store.update(storage, kept)
+            return
+        with contextlib.suppress(ObjectMissing):
+            self.ctx.store.delete(storage, namespace or None, name)
+
+    def _delete_foreground(self, storage: str, obj: Obj) -> None:
+        if storage == "pods":
+            self.manager.kubelet.terminate(obj)
+            return
+        marked = {**obj, "metadata": {**obj["metadata"]}}
+        marked["metadata"].setdefault("deletionTimestamp", rfc3339())
+        marked["metadata"]["finalizers"] = [*(obj["metadata"].get("finalizers") or []), FOREGROUND_DELETION]
+        self.ctx.store.update(storage, marked)
 
     def _delete(self, storage: str, obj: Obj) -> None:
         if storage == "pods":

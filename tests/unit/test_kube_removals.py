@@ -194,9 +194,20 @@ def test_components_by_key_take_their_versions_from_the_maps_and_unchanged_ones_
     assert skipped == ["cni: still v3.29.1", "trainer: not in versions_before"]
 
 
+def test_versions_as_the_inventory_reports_them_are_accepted_and_compared_as_versions() -> None:
+    args = RemovalsArgs(
+        components=["cni", "csi"],
+        versions_before={"cni": "calico v3.28.2", "csi": "nfs v4.10.0"},
+        versions_after={"cni": "v3.29.1", "csi": "v4.10.0"},
+    )
+    changes, skipped = args.changes()
+    assert changes == [ComponentChange(component="cni", from_version="calico v3.28.2", to_version="v3.29.1")]
+    assert skipped == ["csi: still v4.10.0"]
+
+
 @pytest.mark.parametrize("bad", ["../../etc", "a/b", "..", ".hidden"])
 def test_components_and_versions_are_one_directory_name(bad: str) -> None:
-    with pytest.raises(ValidationError, match="is not a directory name"):
+    with pytest.raises(ValidationError, match="is not a version"):
         RemovalsArgs(components=[{"component": "kueue", "from_version": bad, "to_version": "v1"}])
     with pytest.raises(ValidationError, match="is not a directory name"):
         RemovalsArgs(components=[bad])

@@ -323,3 +323,35 @@ def test_the_simulator_answers_kubectls_precondition_and_dry_run_as_an_apiserver
         'supported values: "Foreground", "Background", "Orphan", "nil"'
     ) in invalid.stderr
     assert release.exists("configmap", "settings")
+
+
+def test_foreground_propagation_keeps_the_owner_until_its_dependents_are_gone(release: Release) -> None:
+    """propagationPolicy Foreground, as the apiserver and its garbage collector do it: the answer
+    is the Deployment marked deleted with the foregroundDeletion finalizer; it disappears only
+    after its ReplicaSet and that one's pods (kubectl waits for that, as an independent client)."""
+    release.recreate_by_hand(DEPLOYMENT.format(name="fg", tag="1").replace("replicas: 0", "replicas: 2"))
+    kubectl = release.kubectl
+    kubectl("rollout", "status", "deployment/fg", "-n", "team", "--timeout=60s")
+    target = {"apiVersion": "apps/v1", "kind": "Deployment", "namespace": "team", "name": "fg"}
+    target["uid"] = release.uid("deployment", "fg")
+    args = {"objects": [target], "propagation_policy": "Foreground"}
+    result = release.runner(delete, release.sim, args)
+    assert result.data["objects"] == [{"object": "Deployment team/fg", "result": "deleting"}]
+    assert result.msg == "deleted 1 objects (Foreground propagation), 0 already gone"
+    kubectl("wait", "--for=delete", "deployment/fg", "-n", "team", "--timeout=60s")
+    assert not kubectl("get", "replicasets,pods", "-n", "team", "-l", "app=fg", "-o", "name").strip()
+
+
+def test_versions_as_the_inventory_reports_them_find_their_directories(release: Release) -> None:
+    """The preflight's inventory says `app v1` (product and version, as it says `calico v3.28.2`):
+    the directory of that version is found; a version with no directory is refused, naming both."""
+    by_key = {"components": ["app"], "versions_before": {"app": "app v1"}, "versions_after": {"app": "v2"}}
+    plan = release.runner(removals, release.sim, {**by_key, "namespace": "team"})
+    names = {"web-legacy", "old-settings", "gone-already", "adopted", "app-legacy"}
+    assert {t["name"] for t in plan.data["delete"]} == names
+    with pytest.raises(ApplicationError) as refused:
+        release.runner(removals, release.sim, {**by_key, "versions_before": {"app": "v0.9"}})
+    assert refused.value.message == (
+        "kube.removals: app v0.9: no directory of that version in manifests/platform/app (there: v1, v2); "
+        "the manifests of both releases are needed to tell what the new one no longer ships"
+    )
