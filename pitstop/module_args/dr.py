@@ -143,10 +143,11 @@ class HttpTarget(BaseModel):
         description="http(s) URL; its scheme://host:port must be in policy http.endpoints. Empty: not "
         "configured.",
     )
-    kind: Literal["oci_registry", "http"] = Field(
+    kind: Literal["oci_registry", "http", "tls"] = Field(
         default="http",
         description="`oci_registry`: GET <url>/v2/, reachable on 200 or 401 (OCI distribution spec); "
-        "`http`: GET <url>, reachable on any status below 500.",
+        "`http`: GET <url>, reachable on any status below 500; `tls`: the https URL's name resolves "
+        "and its server certificate covers the name and lasts `cert_min_days` more (no request sent).",
     )
 
     @field_validator("url", mode="before")
@@ -162,6 +163,9 @@ class HttpCheckArgs(ModuleArgs):
     timeout_seconds: float = Field(default=10.0, gt=0, le=120, description="Per request.")
     fail_on_unreachable: bool = Field(
         default=False, description="Fail the task when any target is unreachable."
+    )
+    cert_min_days: int = Field(
+        default=30, ge=0, le=3650, description="`tls` targets: a certificate expiring sooner is not ok."
     )
 
 
