@@ -19,7 +19,8 @@ $(STAMP): pyproject.toml
 	$(BIN)/python -m pip install -q -e '.[dev,sim]'
 	@touch $(STAMP)
 
-# System packages the real-component tests need (OpenSSH server for the SSH modules).
+# System packages the real-component tests need (OpenSSH server for the SSH modules,
+# Prometheus for the alert pack and the embedded stack's Prometheus).
 # Installed only when missing and only when we may (root); otherwise those tests say why
 # they cannot run.
 sysdeps:
@@ -32,6 +33,23 @@ sysdeps:
 			(apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing >/dev/null) \
 				|| echo "warning: could not install$$missing"; \
 		else echo "note:$$missing missing and not root; SSH tests will be skipped with a reason"; fi; \
+	fi
+	@# Debian's prometheus: promtool for the alert pack's tests, /usr/bin/prometheus for
+	@# `pitstop dev up --with prometheus`. Its package service must not start (nor listen on
+	@# 9090): a policy-rc.d that forbids starting services is in place during the install
+	@# (Docker images already have one), and on systemd the unit is disabled and stopped.
+	@if ! { command -v promtool >/dev/null 2>&1 || test -x /usr/bin/promtool; }; then \
+		if [ "$$(id -u)" = "0" ] && command -v apt-get >/dev/null 2>&1; then \
+			echo "installing prometheus"; guard=""; \
+			if [ ! -e /usr/sbin/policy-rc.d ]; then \
+				printf '#!/bin/sh\nexit 101\n' > /usr/sbin/policy-rc.d && chmod 755 /usr/sbin/policy-rc.d && guard=1; \
+			fi; \
+			(apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends prometheus >/dev/null) \
+				|| echo "warning: could not install prometheus"; \
+			if [ -n "$$guard" ]; then rm -f /usr/sbin/policy-rc.d; fi; \
+			if [ -d /run/systemd/system ]; then systemctl disable --now prometheus >/dev/null 2>&1 || true; fi; \
+			if command -v update-rc.d >/dev/null 2>&1 && [ -e /etc/init.d/prometheus ]; then update-rc.d prometheus disable >/dev/null 2>&1 || true; fi; \
+		else echo "note: promtool missing and not root; alert-pack tests will be skipped with a reason"; fi; \
 	fi
 
 lint: $(STAMP)
