@@ -99,7 +99,15 @@ class Deleter:
         """The object's path; None when its kind is not served (nothing of it can exist)."""
         with api_errors(f"kube.delete: {target.label}"):
             served = find_kind(self.discovery, target.api_version, target.kind)
-            return None if served is None else served.path(target.namespace or None, target.name)
+        if served is None:
+            return None
+        if served.namespaced and not target.namespace:
+            # Without one the path would be the kind's cluster-wide list: a 404, reported "gone".
+            fail(
+                ErrorType.INVALID_ARGS,
+                f"kube.delete: {target.label}: a {target.kind} is namespaced; give `namespace`",
+            )
+        return served.path(target.namespace or None, target.name)
 
     def send(self, target: DeleteTarget, path: str, *, dry_run: bool) -> str:
         """`deleted`, `deleting` (finalizers pending), `gone` or `stale`; other errors raise."""

@@ -355,3 +355,15 @@ def test_versions_as_the_inventory_reports_them_find_their_directories(release: 
         "kube.removals: app v0.9: no directory of that version in manifests/platform/app (there: v1, v2); "
         "the manifests of both releases are needed to tell what the new one no longer ships"
     )
+
+
+def test_a_namespaced_kind_without_a_namespace_is_refused_not_reported_gone(release: Release) -> None:
+    uid = release.uid("deployment", "web-legacy")
+    target = {"apiVersion": "apps/v1", "kind": "Deployment", "name": "web-legacy", "uid": uid}
+    with pytest.raises(ApplicationError) as refused:
+        release.runner(delete, release.sim, {"objects": [target]})
+    assert refused.value.type == "InvalidArgs"
+    assert refused.value.message == (
+        "kube.delete: Deployment web-legacy: a Deployment is namespaced; give `namespace`"
+    )
+    assert release.exists("deployment", "web-legacy")
