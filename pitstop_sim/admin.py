@@ -31,6 +31,10 @@ No token is needed (the simulator listens on loopback); all answers are JSON.
   POST   /_sim/pdbs/{namespace}/{name}/block     the PDB never allows a disruption
   DELETE /_sim/pdbs/{namespace}/{name}/block     back to its real budget
   GET    /_sim/state                         object counts, resourceVersion, simulated time
+  POST   /_sim/nodes/{node}/xid              XidInjection -> NodeHealth (see pitstop_sim.metrics.routes)
+  DELETE /_sim/nodes/{node}/xid              clear the node's Xids
+  GET    /_sim/nodes/{node}/telemetry        NodeTelemetry (GPU temperature, utilization, clocks, etcd fsync)
+  POST   /_sim/nodes/{node}/telemetry        TelemetryUpdate -> NodeTelemetry
 """
 
 from __future__ import annotations
@@ -42,6 +46,8 @@ from aiohttp import web
 from pydantic import BaseModel, ValidationError
 
 from pitstop_sim.counters import unavailability
+from pitstop_sim.metrics import routes as metrics_routes
+from pitstop_sim.metrics.telemetry import TelemetryUpdate
 from pitstop_sim.models import ApiErrorFault, LatencyFault, ProfileUpdate
 from pitstop_sim.ssh.models import SshNodeFaults
 
@@ -102,6 +108,18 @@ class AdminRoutes:
                 if method == "POST":
                     faults = SshNodeFaults.model_validate(await request.json())
                     return _answer(control.set_ssh_faults(parts[1], faults))
+            if len(parts) == 3 and parts[0] == "nodes" and parts[2] == "xid":
+                if method == "POST":
+                    injection = metrics_routes.XidInjection.model_validate(await request.json())
+                    return _answer(metrics_routes.inject_xid(control, parts[1], injection), 201)
+                if method == "DELETE":
+                    return _answer(metrics_routes.clear_xids(control, parts[1]))
+            if len(parts) == 3 and parts[0] == "nodes" and parts[2] == "telemetry":
+                if method == "GET":
+                    return _answer(metrics_routes.node_telemetry(control, parts[1]))
+                if method == "POST":
+                    telemetry = TelemetryUpdate.model_validate(await request.json())
+                    return _answer(metrics_routes.set_node_telemetry(control, parts[1], telemetry))
             if parts == ["faults"]:
                 if method == "GET":
                     return _answer(control.faults())

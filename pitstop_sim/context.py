@@ -12,6 +12,7 @@ from pitstop_sim.annotations import GANG_LABEL
 from pitstop_sim.clock import SimClock
 from pitstop_sim.counters import Recorder
 from pitstop_sim.faults import FaultInjector
+from pitstop_sim.metrics.telemetry import Telemetry
 from pitstop_sim.models import NodeProfile
 from pitstop_sim.resources import KUBE_VERSION, ResourceRegistry, ResourceType
 from pitstop_sim.scenario import Scenario
@@ -39,6 +40,8 @@ class SimContext:
     kubernetes_version: str = KUBE_VERSION
     # Writes and annotation changes per object since serving began (GET /_sim/writes).
     writes: WriteLog = field(default_factory=WriteLog)
+    # GPU and etcd figures set at run time, and the exporters' counters (/metrics/...).
+    telemetry: Telemetry = field(default_factory=Telemetry)
     # Set by the controller manager: wakes it after API writes that need a reaction.
     poke: Callable[[], None] = lambda: None
 

@@ -26,6 +26,7 @@ from pitstop_sim.api import APPLY_PATCH, KubeApi
 from pitstop_sim.context import SimContext
 from pitstop_sim.errors import ApiError, bad_request, method_not_allowed, not_found_path, unauthorized
 from pitstop_sim.faults import RequestInfo
+from pitstop_sim.metrics.routes import SCRAPE_PREFIX, scrape
 from pitstop_sim.resources import ResourceType, version_info
 from pitstop_sim.selectors import parse_field_selector, parse_label_selector
 from pitstop_sim.store import encode
@@ -169,6 +170,9 @@ class HttpFrontend:
         path = request.path
         if path.startswith("/_sim/") or path == "/_sim":
             return await self.admin.handle(request)
+        # The exporters' scrape endpoints: no token, as Prometheus scrapes them on loopback.
+        if (path == SCRAPE_PREFIX or path.startswith(SCRAPE_PREFIX + "/")) and request.method == "GET":
+            return scrape(self.ctx, path)
         try:
             if self.access is not None:
                 self.access.check(request.method, path, request.query, request.headers.get("Authorization"))
