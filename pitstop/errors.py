@@ -43,6 +43,7 @@ class ErrorType(StrEnum):
     SCRATCH_MEMBER_NOT_READY = "ScratchMemberNotReady"
     TIMEOUT = "Timeout"
     SLACK_UNAVAILABLE = "SlackUnavailable"
+    PROMETHEUS_UNAVAILABLE = "PrometheusUnavailable"
 
 
 # Never retried by any module: the default `non_retryable_error_types` of every module's retry
