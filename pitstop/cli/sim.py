@@ -218,6 +218,14 @@ def _serve_until_interrupted(cluster: SimCluster, policy: WorkerPolicy, port: in
 async def _serve(cluster: SimCluster, policy: WorkerPolicy) -> None:
     url = await cluster.start_async()
     registered = cluster.register(policy=policy)
+    # The embedded stack's Prometheus (`pitstop dev up --with prometheus`) scrapes what is listed
+    # under the home; listing costs nothing when it does not run.
+    from pitstop.prometheus_stack import remove_sim_targets, write_sim_targets
+
+    home = Path(os.environ.get("PITSTOP_HOME") or ".pitstop")
+    write_sim_targets(
+        home, cluster.config.cluster_name, url, cluster.gpu_node_names(), cluster.control_plane_names()
+    )
     shape = cluster.scenario.cluster
     console.print(
         f"rehearsal cluster [bold]{cluster.scenario.name}[/] serving at {url}\n"
@@ -226,6 +234,7 @@ async def _serve(cluster: SimCluster, policy: WorkerPolicy) -> None:
         f"  kubeconfig: {cluster.kubeconfig_path}\n"
         f"  try: kubectl --kubeconfig {cluster.kubeconfig_path} get nodes -o wide\n"
         f"  admin: {url}/_sim/counters, {url}/_sim/timeline\n"
+        f"  metrics: {url}/metrics/dcgm, {url}/metrics/kube-state (Xid: POST {url}/_sim/nodes/NODE/xid)\n"
         f"  registered with the worker as cluster '{cluster.config.cluster_name}' in {registered}\n"
         + _ssh_summary(cluster)
         + _etcd_summary(cluster)
@@ -245,6 +254,7 @@ async def _serve(cluster: SimCluster, policy: WorkerPolicy) -> None:
         waiter.cancel()
         stopper.cancel()
     finally:
+        remove_sim_targets(home, cluster.config.cluster_name)
         await cluster.stop_async()
         console.print("rehearsal cluster stopped")
 
