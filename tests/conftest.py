@@ -22,12 +22,40 @@ from pitstop.client import connect
 from pitstop.devstack import DevStack, free_ports_config
 from pitstop.policy.errors import POLICY_ENV
 from pitstop.settings import Settings
+from tests.leftovers import SESSION_ENV, kill_all, left_running
 from tests.policy_site import PolicyLayer, TestSite, start_site
 
 if TYPE_CHECKING:
     from mypy_boto3_s3 import S3Client
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
+
+
+# First of the session's fixtures, so that its teardown runs last: session fixtures are
+# finalized in the reverse order of their set-up, and autouse fixtures of this conftest are set
+# up (in the order they are defined here) before any fixture a test asks for, such as `stack`.
+@pytest.fixture(scope="session", autouse=True)
+def nothing_left_running(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    """Fail the session when a process it started (sshd, etcd, Temporal, moto, a worker, ...)
+    is still alive after every other fixture's teardown; the message lists pid and cmdline."""
+    marker = uuid.uuid4().hex
+    saved = os.environ.get(SESSION_ENV)
+    # A fresh marker even in a session started by a test: its parent's processes are not its own.
+    os.environ[SESSION_ENV] = marker
+    yield
+    if saved is None:
+        os.environ.pop(SESSION_ENV, None)
+    else:
+        os.environ[SESSION_ENV] = saved
+    left = left_running(os.getpid(), marker, tmp_path_factory.getbasetemp())
+    if left:
+        kill_all(left)
+        listed = "\n".join(f"  {proc}" for proc in left)
+        pytest.fail(
+            f"{len(left)} process(es) started by this test session were still running after every "
+            f"fixture's teardown (now killed):\n{listed}",
+            pytrace=False,
+        )
 
 
 @pytest.fixture(scope="session", autouse=True)

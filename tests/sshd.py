@@ -22,6 +22,8 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from tests.leftovers import SESSION_ENV
+
 SSHD = "/usr/sbin/sshd"
 SFTP_SERVER = "/usr/lib/openssh/sftp-server"
 LOOPBACK = "127.0.0.1"
@@ -167,6 +169,10 @@ class SshServer:
         # nested, and root's ~/.bashrc on these machines runs `pyenv init` (~80 ms, ~100
         # processes per command). A GPU node pays nothing like it, so neither do our nodes.
         env = ["SHLVL=1"]
+        # The test session's marker reaches every SSH session's processes and what they start
+        # detached (the fake reboot): the session-end check (tests/leftovers.py) counts them.
+        if os.environ.get(SESSION_ENV):
+            env.append(f"{SESSION_ENV}={os.environ[SESSION_ENV]}")
         if self.path_prefix:
             env.append(
                 f"PATH={self.path_prefix}:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
@@ -213,19 +219,32 @@ class SshServer:
         except (OSError, ValueError):
             return None
 
-    def stop(self) -> None:
-        """Stop the listener and every session it started (as a reboot would)."""
-        pids = {p for p in (self.listener_pid(), self.proc.pid if self.proc else None) if p}
-        for pid in pids:
-            for child in descendants(pid):
-                _kill(child, signal.SIGKILL)
-            _kill(pid, signal.SIGTERM)
+    def own_pids(self) -> set[int]:
+        """Live sshd listeners of this server: the one `start` made, and any started with this
+        config elsewhere (the fake node's reboot restarts sshd detached, daemonized: not our
+        child, and its pid file may not be written yet). A pid file alone is not trusted: its
+        pid may have been reused by an unrelated process."""
+        pids = running_with(self.config_path)
+        if self.proc is not None and process_alive(self.proc.pid):
+            pids.add(self.proc.pid)
+        return pids
+
+    def stop(self, timeout: float = 15.0) -> None:
+        """Stop the listener and every session it started (as a reboot would), and wait until
+        they are gone: a stopped server leaves no process behind."""
+        deadline = time.monotonic() + timeout
+        while pids := self.own_pids():
+            # Politely first; whatever is still there at the deadline is killed.
+            sig = signal.SIGTERM if time.monotonic() < deadline else signal.SIGKILL
+            for pid in pids:
+                for child in descendants(pid):
+                    _kill(child, signal.SIGKILL)
+                _kill(pid, sig)
+            wait_gone(pids, within=1.0)
+            if time.monotonic() > deadline + timeout:
+                raise RuntimeError(f"sshd on port {self.port} did not stop: pids {sorted(pids)}")
         if self.proc is not None:
-            try:
-                self.proc.wait(timeout=5)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(timeout=5)
+            self.proc.wait(timeout=5)  # reaped: it is gone already
             self.proc = None
         self.pid_file.unlink(missing_ok=True)
 
@@ -278,6 +297,33 @@ def process_alive(pid: int) -> bool:
     except OSError:
         return False
     return stat.rsplit(")", 1)[1].split()[0] != "Z"
+
+
+def running_with(path: Path) -> set[int]:
+    """Live processes whose command line names `path` (sshd rewrites its own as one string,
+    `sshd: /usr/sbin/sshd -f <config> ... [listener]`, so this is a substring match)."""
+    needle = str(path).encode()
+    found: set[int] = set()
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit() or int(entry.name) == os.getpid():
+            continue
+        try:
+            cmdline = (entry / "cmdline").read_bytes()
+        except OSError:
+            continue
+        if needle in cmdline and process_alive(int(entry.name)):
+            found.add(int(entry.name))
+    return found
+
+
+def wait_gone(pids: set[int], within: float) -> bool:
+    """Whether every pid exited within `within` seconds (zombies count as gone)."""
+    deadline = time.monotonic() + within
+    while any(process_alive(pid) for pid in pids):
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(0.02)
+    return True
 
 
 def start_servers(base: Path, count: int, authorized_keys: list[str], **kwargs: object) -> list[SshServer]:

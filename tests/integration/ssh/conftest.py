@@ -63,5 +63,5 @@ def fake_node(lab: SshLab, tmp_path: Path) -> Iterator[FakeNode]:
     try:
         yield node
     finally:
-        node.server.stop()
+        node.stop()
         lab.known_hosts.write_text(known)

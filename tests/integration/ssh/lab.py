@@ -8,10 +8,12 @@ the node's directory: `fw/current`, `fw/pending`, `fw/flashes.log` (one line per
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
 import shlex
+import signal
 import textwrap
 import uuid
 from collections.abc import Callable
@@ -25,7 +27,7 @@ from pitstop.contracts import ModuleCall, ModuleResult
 from pitstop.modules import SecretRef
 from pitstop.runbook.inventory import ClusterConfig, SSHConfig
 from tests.policy_site import PolicyLayer
-from tests.sshd import SSHD, ClientKey, SshServer
+from tests.sshd import SSHD, ClientKey, SshServer, running_with, wait_gone
 
 KEY_SECRET = "ssh-test-key"
 KEY_ENV = "PITSTOP_SECRET_SSH_TEST_KEY"
@@ -164,6 +166,16 @@ class FakeNode:
         path.write_bytes(f"FIRMWARE {version}\n".encode() + os.urandom(8192))
         return path
 
+    def stop(self) -> None:
+        """Stop the node for good: first any reboot still in progress (it runs detached and
+        would start sshd again after this test), then sshd, wherever it was started from."""
+        scripts = running_with(self.bin)
+        for pid in scripts:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+        wait_gone(scripts, within=10.0)
+        self.server.stop()
+
 
 _UPDATER = """\
 #!/usr/bin/python3
@@ -238,6 +250,21 @@ for pid in tree - {{os.getpid()}}:
         os.kill(pid, signal.SIGKILL)
     except ProcessLookupError:
         pass
+
+
+def gone(pid):
+    try:
+        return Path(f"/proc/{{pid}}/stat").read_text().rsplit(")", 1)[1].split()[0] in "ZX"
+    except OSError:
+        return True
+
+
+# A killed listener holds its port until the kernel has torn it down (slow on a loaded
+# machine): bind only once every killed process is gone, or the bind fails and the node
+# never comes back.
+deadline = time.monotonic() + 30
+while not all(gone(pid) for pid in tree - {{os.getpid()}}) and time.monotonic() < deadline:
+    time.sleep(0.02)
 fw = Path(CFG["fw"])
 if (fw / "pending").exists():
     (fw / "current").write_text((fw / "pending").read_text())
