@@ -13,6 +13,8 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr
 
+from pitstop.stack_ui import DEFAULT_UI_URL, stack_ui_url
+
 _TRUE = {"1", "true", "yes", "on"}
 _FALSE = {"0", "false", "no", "off", ""}
 
@@ -42,7 +44,7 @@ class Settings(BaseModel):
     temporal_tls_server_name: str | None = None
     task_queue: str = "pitstop"
     home: Path = Field(default=Path(".pitstop"))
-    ui_url: str = "http://127.0.0.1:8233"
+    ui_url: str = DEFAULT_UI_URL
     # Payload encryption keys (see pitstop/codec_keys.py): the keyring itself, or a file
     # holding it; neither means `<home>/codec.keys` if present, else no encryption.
     codec_key: SecretStr | None = None
@@ -84,7 +86,6 @@ class Settings(BaseModel):
             "TEMPORAL_TLS_SERVER_NAME": "temporal_tls_server_name",
             "PITSTOP_TASK_QUEUE": "task_queue",
             "PITSTOP_HOME": "home",
-            "PITSTOP_UI_URL": "ui_url",
             "PITSTOP_CODEC_KEY": "codec_key",
             "PITSTOP_CODEC_KEY_FILE": "codec_key_file",
             "PITSTOP_PAYLOAD_STORE": "payload_store",
@@ -99,4 +100,10 @@ class Settings(BaseModel):
         tls = environ.get("TEMPORAL_TLS")
         if tls is not None:
             values["temporal_tls"] = _parse_bool("TEMPORAL_TLS", tls)
+        # Links go to the UI of the stack actually in use, not to the default port.
+        values["ui_url"] = stack_ui_url(
+            Path(str(values.get("home", cls.model_fields["home"].default))),
+            str(values.get("temporal_address", cls.model_fields["temporal_address"].default)),
+            environ,
+        )
         return cls.model_validate(values)

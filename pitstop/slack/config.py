@@ -8,7 +8,7 @@
 | SLACK_API_URL | worker, bridge | Web API base URL (default https://slack.com/api/) |
 | SLACK_APP_TOKEN | bridge, `--socket-mode` only | app-level token (`xapp-...`) |
 | PITSTOP_SLACK_APPROVERS | worker, bridge | YAML file mapping Slack users to approver names |
-| PITSTOP_UI_URL | worker, bridge | Temporal UI base URL for links |
+| PITSTOP_UI_URL | worker, bridge | Temporal UI base URL for links (default: the embedded stack's) |
 """
 
 from __future__ import annotations
@@ -18,6 +18,8 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, SecretStr, field_validator
+
+from pitstop.stack_ui import DEFAULT_UI_URL, stack_ui_url
 
 DEFAULT_API_URL = "https://slack.com/api/"
 
@@ -35,7 +37,7 @@ class SlackSettings(BaseModel):
     default_channel: str | None = None
     api_url: str = DEFAULT_API_URL
     approvers_file: Path | None = None
-    ui_url: str = "http://127.0.0.1:8233"
+    ui_url: str = DEFAULT_UI_URL
 
     @field_validator("api_url")
     @classmethod
@@ -60,8 +62,10 @@ class SlackSettings(BaseModel):
         }
         if get("SLACK_API_URL"):
             values["api_url"] = get("SLACK_API_URL")
-        if get("PITSTOP_UI_URL"):
-            values["ui_url"] = get("PITSTOP_UI_URL")
+        # PITSTOP_UI_URL, else the UI of the embedded stack in use (pitstop/stack_ui.py).
+        values["ui_url"] = stack_ui_url(
+            Path(get("PITSTOP_HOME") or ".pitstop"), get("TEMPORAL_ADDRESS") or "127.0.0.1:7233", environ
+        )
         try:
             return cls.model_validate(values)
         except ValueError as exc:
