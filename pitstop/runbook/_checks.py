@@ -181,6 +181,6 @@ def require_mapping(node: Node, what: str) -> dict[str, Any]:
 def type_name(value: Any) -> str:
     if value is None:
         return "nothing"
-    return {dict: "a mapping", list: "a list", str: "a string", bool: "a boolean"}.get(
+    return {dict: "a mapping", list: "a list", str: "a string", bool: "a boolean", int: "a number"}.get(
         type(value), f"a {type(value).__name__}"
     )

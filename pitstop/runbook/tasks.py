@@ -22,6 +22,7 @@ from pitstop.runbook._checks import (
 )
 from pitstop.runbook._yaml import Node, YamlDoc, load_yaml
 from pitstop.runbook.errors import RunbookError, suggest
+from pitstop.runbook.keyword_types import check_keyword_types
 from pitstop.runbook.models import Gate, SourcePos, Task
 from pitstop.runbook.templating import TemplateError, check_expression
 
@@ -160,6 +161,7 @@ class TaskParser:
                     f"'{key}' cannot be used with import_tasks (only {', '.join(sorted(_IMPORT_KEYS))})",
                     at_key=True,
                 )
+        check_keyword_types(node, raw)
         target_node = node.child("import_tasks")
         target = raw["import_tasks"]
         if not isinstance(target, str) or not target:
@@ -248,6 +250,8 @@ class TaskParser:
                 at_key=True,
                 suggestion=suggest(key, [*TASK_KEYWORDS, *module_names()]),
             )
+        # Before anything reads them: `when: 5` must not reach the expression checks below.
+        check_keyword_types(node, raw)
         if len(modules) > 1:
             raise node.child(modules[1]).error(
                 f"a task runs exactly one module, but this one names '{modules[0]}' and '{modules[1]}'",
