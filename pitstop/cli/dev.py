@@ -12,7 +12,16 @@ from rich.console import Console
 from rich.table import Table
 
 from pitstop.codec_keys import CodecKeyError
-from pitstop.devstack import ALL_PARTS, EVERY_PART, DevStack, DevStackError, PartName, PartStatus, StackConfig
+from pitstop.devstack import (
+    ALL_PARTS,
+    EVERY_PART,
+    OPTIONAL_PARTS,
+    DevStack,
+    DevStackError,
+    PartName,
+    PartStatus,
+    StackConfig,
+)
 from pitstop.payload_store import PayloadStoreError
 
 dev_app = typer.Typer(
@@ -77,6 +86,31 @@ def _parse_parts(raw: str | None) -> tuple[PartName, ...] | None:
             raise typer.BadParameter(f"unknown part {name!r} (choose from {', '.join(ALL_PARTS)})")
         chosen.append(match[0])
     return tuple(chosen)
+
+
+def _with_parts(parts: tuple[PartName, ...] | None, extra: list[str] | None) -> tuple[PartName, ...] | None:
+    """`--with prometheus`: optional parts on top of the chosen (or default) ones."""
+    if not extra:
+        return parts
+    chosen = list(parts or ALL_PARTS)
+    for name in (n.strip() for raw in extra for n in raw.split(",") if n.strip()):
+        match = [p for p in OPTIONAL_PARTS if p == name]
+        if not match:
+            raise typer.BadParameter(
+                f"unknown optional part {name!r} (choose from {', '.join(OPTIONAL_PARTS)})"
+            )
+        if match[0] not in chosen:
+            chosen.append(match[0])
+    return tuple(chosen)
+
+
+def prometheus_line(stack: DevStack) -> str | None:
+    if "prometheus" not in stack.parts:
+        return None
+    return (
+        f"Prometheus: {stack.prometheus_url} (alerts: {stack.prometheus_url}/alerts; rehearsal "
+        f"clusters of `pitstop sim serve` are scraped; config in {stack.home / 'prometheus'})"
+    )
 
 
 def _status_table(stack: DevStack, statuses: list[PartStatus], title: str) -> Table:
@@ -154,6 +188,15 @@ def up(
         int | None, typer.Option(help="Codec server port (default: $PITSTOP_CODEC_PORT or 8081).")
     ] = None,
     timeout: Annotated[float, typer.Option(help="Seconds to wait for every part to be healthy.")] = 30.0,
+    with_parts: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--with",
+            help="Optional parts to start too: prometheus (Debian's /usr/bin/prometheus with the "
+            "alert pack, scraping rehearsal clusters and the worker; port $PITSTOP_PROMETHEUS_PORT "
+            "or 9090).",
+        ),
+    ] = None,
 ) -> None:
     """Start the stack (a no-op for parts already running) and print where each part listens."""
     wanted = _config(
@@ -163,7 +206,7 @@ def up(
         s3_port,
         etcd_port,
         etcd_peer_port,
-        _parse_parts(parts),
+        _with_parts(_parse_parts(parts), with_parts),
         codec_port=codec_port,
         codec=True if codec else None,
     )
@@ -189,6 +232,8 @@ def up(
     console.print(_status_table(stack, statuses, f"pitstop dev stack ({elapsed:.1f}s)"))
     console.print(f"Temporal UI: [link={stack.ui_url}]{stack.ui_url}[/link]", highlight=False)
     console.print(f"TEMPORAL_ADDRESS={stack.temporal_address}", highlight=False)
+    if (line := prometheus_line(stack)) is not None:
+        console.print(line, highlight=False)
     console.print(encryption_line(stack), highlight=False)
     console.print(payload_store_line(stack), highlight=False)
     console.print(f"logs: {stack.log_dir}", highlight=False)
@@ -223,6 +268,8 @@ def status(home: HomeOpt = None) -> None:
     stack = DevStack(_config(home))
     statuses = stack.status()
     console.print(_status_table(stack, statuses, f"pitstop dev stack in {stack.home}"))
+    if (line := prometheus_line(stack)) is not None:
+        console.print(line, highlight=False)
     console.print(encryption_line(stack), highlight=False)
     console.print(payload_store_line(stack), highlight=False)
     if not all(s.running and s.healthy for s in statuses):
