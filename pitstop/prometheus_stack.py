@@ -28,7 +28,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from urllib.parse import urlsplit
 
@@ -38,6 +38,8 @@ from pitstop.alert_pack import dump_yaml, load_rules, rehearsal_rules
 
 PROMETHEUS_BINARY = Path("/usr/bin/prometheus")
 WORKER_METRICS_ENV = "PITSTOP_WORKER_METRICS"
+# The address a worker serves /metrics on (`pitstop worker --metrics-address`).
+WORKER_LISTEN_ENV = "PITSTOP_METRICS_ADDRESS"
 DEFAULT_WORKER_METRICS = "127.0.0.1:9464"
 FOR_ENV = "PITSTOP_PROMETHEUS_FOR"
 DEFAULT_FOR = "2s"
@@ -60,7 +62,7 @@ class PrometheusLayout(BaseModel):
     def for_home(cls, home: Path) -> PrometheusLayout:
         return cls(
             home=home,
-            worker_metrics=os.environ.get(WORKER_METRICS_ENV) or DEFAULT_WORKER_METRICS,
+            worker_metrics=worker_metrics_target(),
             rules_for=os.environ.get(FOR_ENV) or DEFAULT_FOR,
         )
 
@@ -122,6 +124,21 @@ class PrometheusLayout(BaseModel):
             "--web.enable-lifecycle",
             "--log.level=warn",
         ]
+
+
+def worker_metrics_target(environ: Mapping[str, str] = os.environ) -> str:
+    """Where the worker's /metrics is: PITSTOP_WORKER_METRICS, else the address a worker of
+    this shell listens on (PITSTOP_METRICS_ADDRESS; a wildcard host is reached on loopback),
+    else 127.0.0.1:9464."""
+    explicit = environ.get(WORKER_METRICS_ENV)
+    if explicit:
+        return explicit
+    listen = environ.get(WORKER_LISTEN_ENV)
+    if listen:
+        host, _, port = listen.strip().rpartition(":")
+        host = host.strip("[]")
+        return f"{'127.0.0.1' if host in ('', '0.0.0.0', '::') else host}:{port}"
+    return DEFAULT_WORKER_METRICS
 
 
 def write_sim_targets(
