@@ -66,10 +66,12 @@ from pitstop.keys import ensure_home_keys
 from pitstop.payload_store import S3_ENDPOINT_ENV, STORE_ENV, BlobStore, open_store
 from pitstop.stack_ui import STATE_FILE
 
-PartName = Literal["temporal", "s3", "etcd", "codec"]
+PartName = Literal["temporal", "s3", "etcd", "codec", "prometheus"]
 # The parts `up` starts by default; "codec" joins them when payload encryption is on.
 ALL_PARTS: tuple[PartName, ...] = ("temporal", "s3", "etcd")
-EVERY_PART: tuple[PartName, ...] = (*ALL_PARTS, "codec")
+EVERY_PART: tuple[PartName, ...] = (*ALL_PARTS, "codec", "prometheus")
+# Parts started only when asked for (`pitstop dev up --with prometheus`).
+OPTIONAL_PARTS: tuple[PartName, ...] = ("prometheus",)
 
 # Custom search attributes the workflows keep current for the UI (see ARCHITECTURE.md).
 SEARCH_ATTRIBUTES: tuple[str, ...] = ("PitstopRunbook", "PitstopCluster", "PitstopStage", "PitstopStatus")
@@ -110,6 +112,8 @@ class StackConfig(BaseModel):
     etcd_client_port: int = 2379
     etcd_peer_port: int = 2380
     codec_port: int = 8081
+    # Debian's Prometheus (pitstop/prometheus_stack.py), when `parts` names it.
+    prometheus_port: int = 9090
     parts: tuple[PartName, ...] = ALL_PARTS
     # Payload encryption (see the module docstring); a key file in the home turns it on too.
     codec: bool = False
@@ -135,6 +139,7 @@ class StackConfig(BaseModel):
             "PITSTOP_ETCD_PORT": "etcd_client_port",
             "PITSTOP_ETCD_PEER_PORT": "etcd_peer_port",
             "PITSTOP_CODEC_PORT": "codec_port",
+            "PITSTOP_PROMETHEUS_PORT": "prometheus_port",
         }
         values: dict[str, object] = base.model_dump(exclude_defaults=True) if base is not None else {}
         values.update({field: environ[env] for env, field in names.items() if environ.get(env)})
@@ -158,6 +163,8 @@ class StackConfig(BaseModel):
             return {"s3": self.s3_port}
         if part == "codec":
             return {"codec": self.codec_port}
+        if part == "prometheus":
+            return {"prometheus": self.prometheus_port}
         return {"etcd": self.etcd_client_port, "etcd-peer": self.etcd_peer_port}
 
 
@@ -181,6 +188,7 @@ _ENV_FOR_LABEL = {
     "etcd": "PITSTOP_ETCD_PORT",
     "etcd-peer": "PITSTOP_ETCD_PEER_PORT",
     "codec": "PITSTOP_CODEC_PORT",
+    "prometheus": "PITSTOP_PROMETHEUS_PORT",
 }
 
 # A substring of /proc/<pid>/cmdline proving a pid file still names our process and not
@@ -190,6 +198,7 @@ _CMDLINE_MARKER: dict[PartName, str] = {
     "s3": "moto",
     "etcd": "etcd",
     "codec": "codec",
+    "prometheus": "prometheus",
 }
 
 
@@ -337,12 +346,17 @@ class DevStack:
     def codec_endpoint(self) -> str:
         return f"http://{self.config.host}:{self.config.codec_port}"
 
+    @property
+    def prometheus_url(self) -> str:
+        return f"http://{self.config.host}:{self.config.prometheus_port}"
+
     def endpoint(self, part: PartName) -> str:
         return {
             "temporal": self.temporal_address,
             "s3": self.s3_endpoint,
             "etcd": self.etcd_endpoint,
             "codec": self.codec_endpoint,
+            "prometheus": self.prometheus_url,
         }[part]
 
     def payload_store(self, environ: Mapping[str, str] = os.environ) -> BlobStore:
@@ -401,6 +415,9 @@ class DevStack:
             text += f's3:\n  endpoints:\n    - url: {self.s3_endpoint}   # moto\n      buckets: ["*"]\n'
         if "etcd" in self.config.parts:
             text += f"etcd:\n  endpoints: [{self.etcd_endpoint}]\n"
+        if "prometheus" in self.config.parts:
+            # prom.query / prom.alerts may ask the stack's Prometheus (`--with prometheus`).
+            text += f"prometheus:\n  endpoints: [{self.prometheus_url}]\n"
         return text + (
             "secrets:\n"
             "  # The nodes' SSH key of the rehearsal clusters `pitstop sim serve` and the demo start.\n"
@@ -521,6 +538,8 @@ class DevStack:
             return argv
         if part == "s3":
             return [*self._moto_command(), "-H", c.host, "-p", str(c.s3_port)]
+        if part == "prometheus":
+            return self._prometheus_command()
         if part == "codec":
             return [
                 sys.executable,
@@ -555,6 +574,20 @@ class DevStack:
             "--log-level",
             "warn",
         ]
+
+    def _prometheus_command(self) -> list[str]:
+        from pitstop.prometheus_stack import PROMETHEUS_BINARY, PrometheusLayout
+
+        if not (PROMETHEUS_BINARY.is_file() and os.access(PROMETHEUS_BINARY, os.X_OK)):
+            raise MissingBinaryError(
+                f"Prometheus was not found at {PROMETHEUS_BINARY}; install the Debian package "
+                "`prometheus` (`make test` does as root; or apt-get install --no-install-recommends "
+                "prometheus)"
+            )
+        layout = PrometheusLayout.for_home(self.home)
+        # Config and rules are written at every start: the alert pack may have changed since.
+        layout.write()
+        return layout.argv(f"{self.config.host}:{self.config.prometheus_port}")
 
     def ui_origins(self) -> list[str]:
         """Origins the stack's UI is opened at: its address, and its loopback twin."""
@@ -638,6 +671,11 @@ class DevStack:
                 response = httpx.get(self.codec_endpoint + "/health", timeout=timeout)
                 ok = response.status_code == 200
                 return ok, "" if ok else f"HTTP {response.status_code}"
+            if part == "prometheus":
+                # Ready once the TSDB is open and the config (rules included) loaded.
+                response = httpx.get(self.prometheus_url + "/-/ready", timeout=timeout)
+                ok = response.status_code == 200
+                return ok, "" if ok else f"HTTP {response.status_code}: {response.text.strip()}"
             response = httpx.get(self.etcd_endpoint + "/health", timeout=timeout)
             healthy = response.status_code == 200 and response.json().get("health") == "true"
             return healthy, "" if healthy else response.text.strip()
@@ -801,6 +839,7 @@ class DevStack:
 __all__ = [
     "ALL_PARTS",
     "EVERY_PART",
+    "OPTIONAL_PARTS",
     "DevStack",
     "DevStackError",
     "HealthCheckError",
