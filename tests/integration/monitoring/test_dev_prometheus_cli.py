@@ -52,6 +52,8 @@ def test_dev_up_with_prometheus_prints_its_url_and_down_stops_it(tmp_path: Path)
         assert f"Prometheus: {url}" in up.stdout
         assert httpx.get(url + "/-/ready", timeout=5).status_code == 200
         pid = int((home / "run" / "prometheus.pid").read_text())
+        # Runbooks' prom.* modules may query it under the stack's worker policy.
+        assert f"prometheus:\n  endpoints: [{url}]" in (home / "worker-policy.yaml").read_text()
         status = dev(home, port, "status")
         assert status.returncode == 0, status.stdout + status.stderr
         assert f"Prometheus: {url}" in status.stdout
