@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import re
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -143,7 +144,18 @@ def tls_config(settings: Settings) -> TLSConfig | bool:
 
 def unreachable_message(address: str, detail: str | None = None) -> str:
     message = f"cannot reach Temporal at {address} (is `pitstop dev up` running?)"
-    return f"{message}: {detail}" if detail else message
+    hint = "or set TEMPORAL_ADDRESS to your Temporal's host:port"
+    return f"{message}: {_reason(detail)}; {hint}" if detail else f"{message}; {hint}"
+
+
+def _reason(detail: str) -> str:
+    """The operating system's words from the Rust core's transport error (`Os { ..., message:
+    "Connection refused" }`), else the error on one line, shortened."""
+    said: list[str] = re.findall(r'message: "([^"]+)"', detail)
+    if said:
+        return said[-1]
+    text = " ".join(detail.split())
+    return text if len(text) <= 200 else text[:197] + "..."
 
 
 async def connect(settings: Settings | None = None, *, tracing: bool = True) -> Client:

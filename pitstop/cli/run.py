@@ -21,7 +21,7 @@ import time
 import uuid
 from collections.abc import Callable, Coroutine
 from pathlib import Path
-from typing import Annotated, Any, TypeVar
+from typing import Annotated, Any, NoReturn, TypeVar
 
 import typer
 from rich.console import Console
@@ -33,16 +33,16 @@ from temporalio.client import (
     WorkflowHandle,
     WorkflowUpdateFailedError,
 )
-from temporalio.service import RPCError
+from temporalio.service import RPCError, RPCStatusCode
 
 from pitstop.bundle import BundleError, collect
+from pitstop.cli.errors import fail
 from pitstop.contracts import Decision, RunReport, RunRequest, RunStatus, VoteRecord
 from pitstop.keys import KeyConfigError, KeyRing, load_key
 from pitstop.settings import Settings
 from pitstop.views import OK_ROWS_SHOWN, report_view, status_view, ui_link
 
 console = Console()
-err_console = Console(stderr=True)
 T = TypeVar("T")
 
 FINAL_STATES = {"succeeded", "completed_with_failures", "failed", "rolled_back", "aborted"}
@@ -54,9 +54,8 @@ async def _status(handle: WorkflowHandle[Any, Any]) -> RunStatus:
     return status
 
 
-def _fail(message: str, code: int = 1) -> None:
-    err_console.print(f"[red]error:[/red] {message}", highlight=False)
-    raise typer.Exit(code)
+def _fail(message: str, code: int = 1) -> NoReturn:
+    fail(message, code)
 
 
 def _run(coro: Callable[[], Coroutine[Any, Any, T]]) -> T:
@@ -68,7 +67,20 @@ def _run(coro: Callable[[], Coroutine[Any, Any, T]]) -> T:
     # A payload this process cannot decrypt (a key id it lacks, altered data): say which.
     except (PitstopConnectionError, PayloadCodecError) as exc:
         _fail(str(exc))
-        raise  # unreachable; keeps mypy honest
+    except RPCError as exc:
+        # Whatever Temporal refused that no command expected (permissions, a namespace).
+        _fail(f"Temporal refused the request: {exc.message} (check TEMPORAL_NAMESPACE and your credentials)")
+
+
+def _no_run(run_id: str, exc: RPCError, settings: Settings) -> str:
+    """What to say when Temporal does not know a run id (or refused to say)."""
+    if exc.status == RPCStatusCode.NOT_FOUND:
+        return (
+            f"no run {run_id!r} in namespace {settings.temporal_namespace!r} at {settings.temporal_address}: "
+            "check the id that `pitstop run` printed (runs are listed in the Temporal UI, "
+            f"{settings.ui_url}/namespaces/{settings.temporal_namespace}/workflows)"
+        )
+    return f"run {run_id!r}: {exc.message}"
 
 
 async def _client(settings: Settings) -> Client:
@@ -81,11 +93,7 @@ def _parse_vars(pairs: list[str]) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for pair in pairs:
         if pair.startswith("@"):
-            path = Path(pair[1:])
-            try:
-                out.update(json.loads(path.read_text()))
-            except (OSError, json.JSONDecodeError) as exc:
-                _fail(f"-e {pair}: cannot read JSON vars: {exc}")
+            out.update(_vars_file(pair))
             continue
         key, sep, value = pair.partition("=")
         if not sep or not key.strip():
@@ -97,6 +105,20 @@ def _parse_vars(pairs: list[str]) -> dict[str, Any]:
     return out
 
 
+def _vars_file(pair: str) -> dict[str, Any]:
+    """`-e @vars.json`: a JSON object of variables."""
+    path = Path(pair[1:])
+    try:
+        loaded = json.loads(path.read_text())
+    except OSError as exc:
+        _fail(f"-e {pair}: cannot read {path}: {exc.strerror}; give the path of a JSON file after @")
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        _fail(f'-e {pair}: {path} is not JSON ({exc}); write an object such as {{"version": "2.1.0"}}')
+    if not isinstance(loaded, dict):
+        _fail(f"-e {pair}: {path} holds a JSON {type(loaded).__name__}; write an object of variables")
+    return loaded
+
+
 def _vote_key(settings: Settings) -> KeyRing | None:
     """The vote key, when this machine holds one (a configured but unusable key is an error)."""
     try:
@@ -104,6 +126,13 @@ def _vote_key(settings: Settings) -> KeyRing | None:
     except KeyConfigError as exc:
         _fail(str(exc))
         raise
+
+
+def _check_file(path: Path, what: str, hint: str) -> None:
+    if path.is_dir():
+        _fail(f"{what} {path} is a directory: give the {what} file itself")
+    if not path.exists():
+        _fail(f"{what} {path} does not exist (relative to {Path.cwd()}): {hint}")
 
 
 def _split(values: list[str]) -> list[str]:
@@ -132,6 +161,11 @@ def _request(
             if name is not None and (Path(name).is_absolute() or ".." in Path(name).parts):
                 _fail(f"--on-worker: {name!r} must be relative to the worker's runbook directory")
     else:
+        _check_file(
+            runbook, "runbook", "check the path, or use --on-worker for one in the worker's directory"
+        )
+        if inventory is not None:
+            _check_file(inventory, "inventory", "check the path given to -i")
         try:
             files, runbook_name, inventory_name = collect(runbook, inventory)
         except (RunbookError, BundleError) as exc:
@@ -241,7 +275,7 @@ async def _with_plan(client: Client, request: RunRequest, plan_id: str) -> RunRe
     try:
         desc = await handle.describe()
     except RPCError as exc:
-        _fail(f"plan run {plan_id!r} not found: {exc.message}")
+        _fail(f"--plan: {_no_run(plan_id, exc, Settings.from_env())}")
     if desc.status != WorkflowExecutionStatus.COMPLETED:
         _fail(f"plan run {plan_id!r} has not completed (status {desc.status.name if desc.status else '?'})")
     report = await handle.result()
@@ -314,8 +348,7 @@ def status(
         try:
             current = await _status(handle)
         except RPCError as exc:
-            _fail(f"cannot read status of {run_id!r}: {exc.message}")
-            return
+            _fail(_no_run(run_id, exc, settings))
         if as_json:
             console.print_json(current.model_dump_json())
             return
@@ -358,7 +391,7 @@ def _decide(run_id: str, approve: bool, gate: str | None, comment: str, as_user:
             from pitstop.proofs import signed_decision
 
             # A signature names its gate: the one open gate when none is given.
-            gate_id = gate or await _only_open_gate(handle)
+            gate_id = gate or await _only_open_gate(handle, settings)
             vote_for = signed_decision(
                 vote_key,
                 run=run_id,
@@ -377,8 +410,9 @@ def _decide(run_id: str, approve: bool, gate: str | None, comment: str, as_user:
             _fail(f"vote refused: {getattr(cause, 'message', None) or cause or exc}")
             return
         except RPCError as exc:
+            if exc.status == RPCStatusCode.NOT_FOUND:
+                _fail(_no_run(run_id, exc, settings))
             _fail(f"vote refused: {exc.message}")
-            return
         verb = "approved" if approve else "rejected"
         how = (
             f"verified as {vote.source}"
@@ -392,12 +426,11 @@ def _decide(run_id: str, approve: bool, gate: str | None, comment: str, as_user:
     _run(go)
 
 
-async def _only_open_gate(handle: WorkflowHandle[Any, Any]) -> str:
+async def _only_open_gate(handle: WorkflowHandle[Any, Any], settings: Settings) -> str:
     try:
         status = await _status(handle)
     except RPCError as exc:
-        _fail(f"cannot read the gates of {handle.id!r}: {exc.message}")
-        raise
+        _fail(_no_run(handle.id, exc, settings))
     open_ids: list[str] = sorted(g.rule.gate_id for g in status.gates if g.status == "open")
     if len(open_ids) != 1:
         said = f"several gates are open ({', '.join(open_ids)})" if open_ids else "no gate is open"
@@ -437,7 +470,11 @@ def _signal(run_id: str, name: str, *args: str) -> None:
         try:
             await client.get_workflow_handle(run_id).signal(name, *args)
         except RPCError as exc:
-            _fail(f"cannot signal {run_id!r}: {exc.message}")
+            _fail(
+                _no_run(run_id, exc, settings)
+                if exc.status == RPCStatusCode.NOT_FOUND
+                else f"cannot signal {run_id!r}: {exc.message}"
+            )
         console.print(f"sent {name} to {run_id}")
 
     _run(go)
