@@ -30,7 +30,7 @@ from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from datetime import timedelta
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from temporalio.client import Client
@@ -46,6 +46,7 @@ from pitstop.client import (
 )
 from pitstop.keys import KeyConfigError, KeyRing, load_key, require_key
 from pitstop.logs import configure_logging
+from pitstop.metrics.server import MetricsAddressError
 from pitstop.policy import PolicyError, WorkerPolicy, load_policy
 from pitstop.policy.scrub import ScrubSecretsInterceptor
 from pitstop.process_exit import exit_now
@@ -61,6 +62,9 @@ DEFAULT_MAX_CONCURRENT_ACTIVITIES = 16
 # server already handed out waiting for a thread while its timeouts run.
 DEFAULT_MAX_CONCURRENT_LOCAL_ACTIVITIES = 16
 DEFAULT_GRACE_SECONDS = 30.0
+
+if TYPE_CHECKING:
+    from pitstop.metrics.worker import WorkerMetrics
 
 log = logging.getLogger("pitstop.worker")
 
@@ -136,6 +140,7 @@ def build_worker(
     max_concurrent_local_activities: int = DEFAULT_MAX_CONCURRENT_LOCAL_ACTIVITIES,
     grace_seconds: float = DEFAULT_GRACE_SECONDS,
     keys: WorkerKeys | None = None,
+    extra_interceptors: Sequence[Interceptor] = (),
 ) -> Worker:
     """A worker for `task_queue` serving the given (default: registered) workflows and activities,
     and the local activities that sign and check its runs' messages with `keys` (default: read
@@ -151,6 +156,8 @@ def build_worker(
     # A client made by pitstop.client.connect already carries the tracing interceptor, and
     # Temporal applies client interceptors to the worker too; adding it twice doubles spans.
     interceptors: list[Interceptor] = [] if _client_has_tracing(client) else [tracing_interceptor()]
+    # Outside the scrub (e.g. pitstop.metrics: they see an activity's outcome, never its secrets).
+    interceptors.extend(extra_interceptors)
     # Innermost: secrets an activity resolved are scrubbed before anything else sees its outcome.
     interceptors.append(ScrubSecretsInterceptor())
     executor = ThreadPoolExecutor(
@@ -180,12 +187,16 @@ async def run_worker(
     max_concurrent_activities: int = DEFAULT_MAX_CONCURRENT_ACTIVITIES,
     max_concurrent_local_activities: int = DEFAULT_MAX_CONCURRENT_LOCAL_ACTIVITIES,
     grace_seconds: float = DEFAULT_GRACE_SECONDS,
+    metrics_address: str | None = None,
 ) -> None:
-    """Connect, serve `task_queue` until SIGTERM/SIGINT, then shut down gracefully."""
+    """Connect, serve `task_queue` until SIGTERM/SIGINT, then shut down gracefully. With
+    `metrics_address` (HOST:PORT), serve pitstop's and the Temporal SDK's metrics there."""
     registered()  # fail on empty registries before needing a server
     policy = load_policy()  # PolicyError: refuse to start, before connecting
     log_policy(policy)
     keys = WorkerKeys.load(settings.home)  # and on a missing key
+    # Before connecting: the Temporal SDK's metrics need its runtime set up before any client.
+    metrics = start_worker_metrics(metrics_address) if metrics_address else None
     client = await connect(settings)
     worker = build_worker(
         client,
@@ -194,6 +205,7 @@ async def run_worker(
         max_concurrent_local_activities=max_concurrent_local_activities,
         grace_seconds=grace_seconds,
         keys=keys,
+        extra_interceptors=metrics.interceptors if metrics else (),
     )
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
@@ -209,13 +221,23 @@ async def run_worker(
     # Clients and the codec server must use this same store, or they cannot read what it writes.
     log.info("payload store: %s", payload_store_summary(client.data_converter))
     async with worker:
+        if metrics:
+            metrics.sweep(client, task_queue)
         await stop.wait()
         log.info("stopping: in-flight activities have %gs to finish", grace_seconds)
+    if metrics:
+        metrics.stop()
     # Activities are done: close pooled SSH connections now rather than at interpreter exit.
     from pitstop.ssh import close_all
 
     close_all()
     log.info("worker stopped")
+
+
+def start_worker_metrics(address: str) -> WorkerMetrics:
+    from pitstop.metrics.worker import WorkerMetrics
+
+    return WorkerMetrics.start(address)
 
 
 def log_policy(policy: WorkerPolicy) -> None:
@@ -256,6 +278,14 @@ def main(
         float, typer.Option(min=0, help="On SIGTERM, how long in-flight activities may finish.")
     ] = DEFAULT_GRACE_SECONDS,
     log_level: Annotated[str, typer.Option(help="Logging level.")] = "INFO",
+    metrics_address: Annotated[
+        str | None,
+        typer.Option(
+            envvar="PITSTOP_METRICS_ADDRESS",
+            help="Serve pitstop's and the Temporal SDK's metrics at http://HOST:PORT/metrics "
+            "(e.g. 0.0.0.0:9464; default: off).",
+        ),
+    ] = None,
     show_policy_: Annotated[
         bool,
         typer.Option(
@@ -279,9 +309,10 @@ def main(
                 max_concurrent_activities=max_concurrent_activities,
                 max_concurrent_local_activities=max_concurrent_local_activities,
                 grace_seconds=grace_seconds,
+                metrics_address=metrics_address,
             )
         )
-    except (EmptyRegistryError, PitstopConnectionError, KeyConfigError) as exc:
+    except (EmptyRegistryError, PitstopConnectionError, KeyConfigError, MetricsAddressError) as exc:
         typer.echo(f"pitstop worker: {exc}", err=True)
         code = 2
     except PolicyError as exc:

@@ -1,6 +1,6 @@
 """Args of the `prom` family: PromQL queries and firing alerts, read from Prometheus and
-Alertmanager (`activities/prom.py`). Both are read-only, so they run in check mode and as local
-activities, and both fail the task when the answer is not what the runbook expects: a stage's
+Alertmanager (`activities/prom.py`). Both are read-only, so they run in check mode too, and both
+fail the task when the answer is not what the runbook expects: a stage's
 `observe` check, an `until` loop or an acceptance step can judge nodes by metrics."""
 
 from __future__ import annotations
@@ -141,7 +141,6 @@ QUERY: ModuleSpec[PromQueryArgs] = ModuleSpec(
     supports_check_mode=True,
     start_to_close=timedelta(minutes=2),
     retry=_RETRY,
-    local="always",
 )
 ALERTS: ModuleSpec[PromAlertsArgs] = ModuleSpec(
     name="prom.alerts",
@@ -150,8 +149,10 @@ ALERTS: ModuleSpec[PromAlertsArgs] = ModuleSpec(
     supports_check_mode=True,
     start_to_close=timedelta(minutes=2),
     retry=_RETRY,
-    local="always",
 )
+# Not local activities: with temporalio 1.35 a local activity's error reaches the host workflow
+# as the ApplicationError itself (not an ActivityError), which the engine does not turn into a
+# failed task, so `ignore_errors` and `rescue` would not see it.
 # Raised by both when nothing answers: retried (a Prometheus restarting is not a verdict).
 UNAVAILABLE = ErrorType.PROMETHEUS_UNAVAILABLE
 
