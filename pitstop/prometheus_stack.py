@@ -7,9 +7,10 @@ its rules and the scrape targets of rehearsal clusters, all under `<home>/promet
     rules/pitstop-alerts.rules.yaml
                              the alert pack (runbooks/monitoring/) with short `for:` durations
     targets/<job>/<cluster>.json
-                             file_sd target groups of a rehearsal cluster, written by
-                             `pitstop sim serve` (or `write_sim_targets`) and removed when it
-                             stops; Prometheus picks up new files without a restart
+                             file_sd target groups of a rehearsal cluster, written when it is
+                             registered with the worker (`SimCluster.register`: `pitstop sim
+                             serve`, the demo) and removed when it stops; Prometheus picks up
+                             new files without a restart
     data/                    the TSDB
 
 Why a rehearsal copy of the rules: the pack's `for:` durations (5 to 15 minutes) are what
@@ -124,6 +125,11 @@ class PrometheusLayout(BaseModel):
             "--web.enable-lifecycle",
             "--log.level=warn",
         ]
+
+
+def stack_home(environ: Mapping[str, str] = os.environ) -> Path:
+    """The embedded stack's home of this environment: $PITSTOP_HOME, else ./.pitstop."""
+    return Path(environ.get("PITSTOP_HOME") or ".pitstop")
 
 
 def worker_metrics_target(environ: Mapping[str, str] = os.environ) -> str:

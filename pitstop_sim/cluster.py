@@ -354,6 +354,9 @@ class SimCluster:
         # Who the kubeconfig handed out (`kubeconfig_path`) authenticates as: (token, user name;
         # None for the admin's). `register` gives the worker the same credentials.
         self._handed_out: tuple[str, str | None] = (self.config.token, None)
+        # Names this cluster was registered under: the embedded stack's Prometheus scrapes them
+        # until the cluster stops (pitstop/prometheus_stack.py).
+        self._scraped_as: dict[str, Path] = {}
 
     # --- lifecycle ----------------------------------------------------------------------------
 
@@ -551,6 +554,11 @@ class SimCluster:
             self._ssh_tmp = None
 
     async def stop_async(self) -> None:
+        from pitstop.prometheus_stack import remove_sim_targets
+
+        for name, home in self._scraped_as.items():
+            remove_sim_targets(home, name)
+        self._scraped_as.clear()
         self._stop_ssh()
         if self._frontend is not None:
             self._frontend.close()
@@ -674,9 +682,16 @@ class SimCluster:
         yaml.default_flow_style = False
         yaml.dump(kubeconfig_data(self.url, token, user=user), config)
         known = self.known_hosts_path.read_text(encoding="utf-8") if self._ssh_files is not None else None
-        return register_cluster(
-            name or self.config.cluster_name, kubeconfig=config.getvalue(), known_hosts=known, policy=policy
-        )
+        name = name or self.config.cluster_name
+        directory = register_cluster(name, kubeconfig=config.getvalue(), known_hosts=known, policy=policy)
+        # A cluster the worker knows is one the stack's Prometheus (`pitstop dev up --with
+        # prometheus`) scrapes: list its exporters there (cheap when no Prometheus runs).
+        from pitstop.prometheus_stack import stack_home, write_sim_targets
+
+        home = stack_home()
+        write_sim_targets(home, name, self.url, self.gpu_node_names(), self.control_plane_names())
+        self._scraped_as[name] = home
+        return directory
 
     # --- SSH endpoints (SimConfig(ssh=True)) ------------------------------------------------------
 

@@ -218,14 +218,6 @@ def _serve_until_interrupted(cluster: SimCluster, policy: WorkerPolicy, port: in
 async def _serve(cluster: SimCluster, policy: WorkerPolicy) -> None:
     url = await cluster.start_async()
     registered = cluster.register(policy=policy)
-    # The embedded stack's Prometheus (`pitstop dev up --with prometheus`) scrapes what is listed
-    # under the home; listing costs nothing when it does not run.
-    from pitstop.prometheus_stack import remove_sim_targets, write_sim_targets
-
-    home = Path(os.environ.get("PITSTOP_HOME") or ".pitstop")
-    write_sim_targets(
-        home, cluster.config.cluster_name, url, cluster.gpu_node_names(), cluster.control_plane_names()
-    )
     shape = cluster.scenario.cluster
     console.print(
         f"rehearsal cluster [bold]{cluster.scenario.name}[/] serving at {url}\n"
@@ -254,7 +246,6 @@ async def _serve(cluster: SimCluster, policy: WorkerPolicy) -> None:
         waiter.cancel()
         stopper.cancel()
     finally:
-        remove_sim_targets(home, cluster.config.cluster_name)
         await cluster.stop_async()
         console.print("rehearsal cluster stopped")
 

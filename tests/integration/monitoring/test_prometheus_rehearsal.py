@@ -14,12 +14,7 @@ import httpx
 import pytest
 
 from pitstop.devstack import DevStack, free_port, free_ports_config
-from pitstop.prometheus_stack import (
-    PROMETHEUS_BINARY,
-    PrometheusLayout,
-    remove_sim_targets,
-    write_sim_targets,
-)
+from pitstop.prometheus_stack import PROMETHEUS_BINARY, PrometheusLayout
 from pitstop_sim import SimCluster
 from tests.integration.monitoring.conftest import StartSim
 
@@ -91,7 +86,7 @@ def scraping(stack: DevStack, sim: SimCluster) -> None:
 
 
 def test_stack_prometheus_loads_the_pack_and_scrapes_the_simulator(
-    prometheus: DevStack, start_sim: StartSim
+    prometheus: DevStack, start_sim: StartSim, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     layout = PrometheusLayout(home=prometheus.home)
     assert layout.config_file.is_file() and layout.rules_file.is_file()
@@ -99,7 +94,11 @@ def test_stack_prometheus_loads_the_pack_and_scrapes_the_simulator(
     rules = {r["name"] for g in api(prometheus, "rules")["groups"] for r in g["rules"]}
     assert {"GpuXidError", "KubeNodeNotReady", "EtcdWalFsyncSlow"} <= rules
     sim = start_sim(SCENARIO)
-    write_sim_targets(prometheus.home, "rehearsal", sim.url, sim.gpu_node_names())
+    # Registering the cluster with the worker (as `pitstop sim serve` and the demo do) lists its
+    # exporters for the Prometheus of the stack's home.
+    monkeypatch.setenv("PITSTOP_HOME", str(prometheus.home))
+    sim.register("rehearsal")
+    assert (layout.targets_dir("dcgm-exporter") / "rehearsal.json").is_file()
     scraping(prometheus, sim)
 
     # No fault: rules evaluated over the scraped data, and no Xid alert.
@@ -126,4 +125,6 @@ def test_stack_prometheus_loads_the_pack_and_scrapes_the_simulator(
     # The GPU is reset: the alert resolves.
     assert httpx.delete(sim.url + "/_sim/nodes/gpu-node-002/xid").status_code == 200
     wait_until("GpuXidError to resolve", lambda: xid_alerts(prometheus) == [])
-    remove_sim_targets(prometheus.home, "rehearsal")
+    # A stopped cluster is no longer scraped.
+    sim.stop()
+    assert list(layout.root.glob("targets/*/rehearsal.json")) == []
