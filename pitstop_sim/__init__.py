@@ -41,7 +41,14 @@ writes. See `pitstop_sim.etcd_store`.
 
 HTTP admin endpoints (no token): see `pitstop_sim.admin` — `/_sim/counters`,
 `/_sim/counters/reset`, `/_sim/timeline`, `/_sim/unavailability`, `/_sim/reboot/{node}`,
-`/_sim/nodes/{node}/profile`, `/_sim/faults`, `/_sim/pdbs/{ns}/{name}/block`, `/_sim/state`.
+`/_sim/nodes/{node}/profile`, `/_sim/faults`, `/_sim/pdbs/{ns}/{name}/block`, `/_sim/state`,
+`/_sim/nodes/{node}/xid` (inject or clear an Xid; `SimCluster.inject_xid`),
+`/_sim/nodes/{node}/telemetry` (GPU temperature, utilization, clocks; etcd fsync latency).
+
+Exporters (no token; `pitstop_sim.metrics`): `/metrics/dcgm[/{node}]` (dcgm-exporter),
+`/metrics/kube-state` (kube-state-metrics), `/metrics/etcd/{control-plane node}` (etcd), with
+the real exporters' names and label sets; a registered cluster is scraped by the embedded
+stack's Prometheus (`pitstop dev up --with prometheus`).
 
 Kubernetes API served
 ---------------------
@@ -157,9 +164,10 @@ Platform scenarios (`platform:` key, see `pitstop_sim.platform_spec` and
 - `platform.regressions`: health overrides applied to a node while its versions match `when`
   (validation and `bench` pod logs follow them).
 
-Not simulated: server-side apply, exec/attach/port-forward/proxy, metrics, protobuf bodies,
-rolling Deployment updates (a new template replaces the old ReplicaSet at once), StatefulSet
-and CronJob controllers (their objects are stored only), OpenAPI schemas (`kubectl explain`).
+Not simulated: server-side apply, exec/attach/port-forward/proxy, the metrics API
+(metrics.k8s.io), protobuf bodies, rolling Deployment updates (a new template replaces the old
+ReplicaSet at once), StatefulSet and CronJob controllers (their objects are stored only),
+OpenAPI schemas (`kubectl explain`).
 """
 
 from __future__ import annotations

@@ -782,6 +782,18 @@ class SimCluster:
     def set_node_profile(self, node: str, update: ProfileUpdate) -> NodeProfile:
         return self.call(lambda c: c.set_node_profile(node, update))
 
+    def inject_xid(self, node: str, xid: int, gpu: int = 0) -> NodeHealth:
+        """GPU `gpu` of `node` raises Xid `xid` (what POST /_sim/nodes/{node}/xid does): the
+        dcgm-exporter metrics, dmesg and dcgmi of the node show it until `clear_xids`."""
+        from pitstop_sim.metrics.routes import XidInjection, inject_xid
+
+        return self.call(lambda c: inject_xid(c, node, XidInjection(xid=xid, gpu=gpu)))
+
+    def clear_xids(self, node: str) -> NodeHealth:
+        from pitstop_sim.metrics.routes import clear_xids
+
+        return self.call(lambda c: clear_xids(c, node))
+
     def add_fault(self, fault: ApiErrorFault | LatencyFault) -> int:
         return self.call(lambda c: c.add_fault(fault))
 

@@ -234,3 +234,12 @@ def test_etcd_members_fsync_histogram(start_sim: StartSim, tmp_path: Path) -> No
         sim.url + "/_sim/nodes/gpu-node-001/telemetry", json={"etcd_wal_fsync_seconds": 0.05}
     )
     assert refused.status_code == 400
+
+
+def test_inject_xid_from_python(start_sim: StartSim) -> None:
+    sim = start_sim(SCENARIO)
+    assert sim.inject_xid("gpu-node-001", 94).xid_errors == [94]
+    assert (
+        value(scrape(sim, "/metrics/dcgm")["DCGM_FI_DEV_XID_ERRORS"], Hostname="gpu-node-001", gpu="0") == 94
+    )
+    assert sim.clear_xids("gpu-node-001").xid_errors == []
