@@ -4,7 +4,8 @@ Scrape endpoints (no token, like /_sim/; text format 0.0.4), one per exporter as
 cluster has them, so a scrape config looks like a real one:
 
   GET /metrics/dcgm                dcgm-exporter, every Ready GPU node (Hostname tells them apart)
-  GET /metrics/dcgm/{node}         dcgm-exporter of one node (the DaemonSet pod on that node)
+  GET /metrics/dcgm/{node}         dcgm-exporter of one node (the DaemonSet pod on that node;
+                                   503 while the node is not Ready, so its target is down)
   GET /metrics/kube-state          kube-state-metrics (one per cluster)
   GET /metrics/etcd/{node}         the etcd member on a control-plane node
 
@@ -60,6 +61,9 @@ def scrape(ctx: SimContext, path: str) -> web.Response:
         if len(parts) == 2 and parts[0] == "dcgm":
             if parts[1] not in ctx.profiles:
                 raise KeyError(f"node {parts[1]!r} not found")
+            if not dcgm.node_ready(ctx.store.get("nodes", None, parts[1])):
+                # The node's exporter pod is not running (rebooting, NotReady): its target is down.
+                return web.Response(status=503, text=f"node {parts[1]} is not Ready\n")
             return _text(render(dcgm.families(ctx, ctx.telemetry, [parts[1]])))
         if parts == ["kube-state"]:
             return _text(render(kube_state.families(ctx)))

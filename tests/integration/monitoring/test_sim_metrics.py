@@ -160,6 +160,8 @@ def test_not_ready_node_exports_no_gpu_metrics(start_sim: StartSim) -> None:
     sim.reboot("gpu-node-001")
     hosts = {ls["Hostname"] for ls, _ in scrape(sim, "/metrics/dcgm")["DCGM_FI_DEV_GPU_TEMP"]}
     assert hosts == {"gpu-node-002", "gpu-node-003"}
+    # Its own exporter's target is down, as a DaemonSet pod on a rebooting node is.
+    assert httpx.get(sim.url + "/metrics/dcgm/gpu-node-001").status_code == 503
 
 
 def test_kube_state_metrics_nodes_and_pods(start_sim: StartSim) -> None:
