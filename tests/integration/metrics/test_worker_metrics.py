@@ -163,6 +163,8 @@ async def test_a_run_shows_on_the_workers_metrics_and_a_real_prometheus_scrapes_
     assert w.value('pitstop_drain_duration_seconds_count{cluster="metrics-lab",outcome="ok"}') == 2.0
     assert w.value('pitstop_module_failures_total{error_type="PolicyViolation",module="prom.query"}') == 2.0
     text = w.scrape()
+    if os.environ.get("PITSTOP_RECORD_WORKER_METRICS"):  # what tests/fixtures/real/worker-metrics holds
+        await asyncio.to_thread(Path(os.environ["PITSTOP_RECORD_WORKER_METRICS"]).write_text, text)
     assert "pitstop_temporal_sdk_metrics_up 1" in text
     # The SDK's own families (Core's names), on the same address.
     assert re.search(r"^temporal_request\{", text, re.MULTILINE), text[-2000:]
