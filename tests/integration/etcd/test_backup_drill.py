@@ -5,15 +5,20 @@ worker in-process)."""
 from __future__ import annotations
 
 import hashlib
+import io
 import json
+import re
 import subprocess
 from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from rich.console import Console
+
 from pitstop.contracts import RunReport
 from pitstop.devstack import etcd_tool, process_alive
 from pitstop.retention import snapshot_key
+from pitstop.views import report_view
 from tests.integration.engine.conftest import RunFn
 from tests.integration.etcd.conftest import Site, put_nodes, settled_digest, shipped, shipped_tasks
 
@@ -33,6 +38,13 @@ def _save_snapshot(endpoint: str, dest: Path) -> None:
         check=True,
         capture_output=True,
     )
+
+
+def _rendered(report: RunReport) -> str:
+    """The report as the CLI prints it, one line per row (wide enough not to wrap)."""
+    console = Console(record=True, width=400, file=io.StringIO())
+    console.print(report_view(report))
+    return console.export_text()
 
 
 def _registered(report: RunReport) -> dict[str, Any]:
@@ -135,6 +147,13 @@ async def test_a_flipped_byte_in_the_stored_snapshot_fails_the_drill_with_a_chec
     expected = f"checksum mismatch: expected {good}, got {bad}"
     assert host.status == "failed" and host.failed_task == "Drill verdict"
     assert host.msg.startswith("restore drill failed: download failed: ChecksumMismatch: " + expected)
+    # What `pitstop run --wait` and `pitstop status` print: the verdict task, the report's address.
+    shown = _rendered(drill)
+    assert f"Drill verdict: restore drill failed: download failed: ChecksumMismatch: {expected}" in shown
+    assert "passed" not in shown.lower()
+    assert re.search(
+        rf"etcd restore drill FAILED, RTO not measured, RPO [\d.ms h]+: s3://{site.bucket}/\S+\.md", shown
+    )
     stored = _report_json(s3_client, site)
     assert stored["passed"] is False
     assert any(expected in reason for reason in stored["reasons"])
