@@ -147,7 +147,8 @@ class WaveRunner:
             return None
         result = await self.hosts.run_aux(stage, LOCALHOST, rule.checks, f"{stage.name}/wave/{wave}/checks")
         stage.report.observations.append(result)
-        record.checks = result.msg or result.status
+        said = "; ".join(f"{t.name}: {t.msg}" if t.name else t.msg for t in result.tasks if t.msg)
+        record.checks = result.msg or said or result.status
         if result.status != "failed":
             return None
         return f"wave {wave!r} of stage {stage.name!r} did not start: {result.failed_task}: {result.msg}"

@@ -25,6 +25,9 @@ SCENARIO = REPO / "runbooks" / "scenarios" / "demo-maintenance.yaml"
 DEGRADED_NODE = "gpu-node-008"
 CANARY_NODE = "gpu-node-001"
 FAILED_ANNOTATION = "pitstop.dev/maintenance-failed"
+# The rehearsal cluster's clock runs fast: waits look again often, and each failure domain is
+# watched for a few seconds (a real fleet watches 30m or more).
+REHEARSAL_VARS: dict[str, Any] = {"poll_seconds": 0.5, "observe_window": "5s"}
 
 
 def start_cluster(workdir: Path, scenario: Path = SCENARIO) -> SimCluster:

@@ -148,12 +148,14 @@ def _start_stack(home: Path, codec: bool, console: Console, started: float) -> D
 
 def _request(runbook: Path, inventory: Path, vote_key: KeyRing | None, run_id: str) -> RunRequest:
     """The run's request, signed as the demo requester when the vote key is here."""
+    from pitstop.demo import maintenance as dm
+
     files, runbook_name, inventory_name = collect(runbook, inventory)
     request = RunRequest(
         runbook=runbook_name,
         inventory=inventory_name,
         files=files,
-        vars={"poll_seconds": 0.5},
+        vars=dict(dm.REHEARSAL_VARS),
         requested_by="demo-requester",
     )
     if vote_key is not None:

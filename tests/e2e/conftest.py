@@ -42,7 +42,7 @@ class Rehearsal:
             runbook=runbook_name,
             inventory=inventory_name,
             files=files,
-            vars={"poll_seconds": 0.5},
+            vars=dict(dm.REHEARSAL_VARS),
             requested_by="e2e-requester",
         )
 

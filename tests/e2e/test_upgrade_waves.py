@@ -143,6 +143,9 @@ async def test_the_fleet_widens_one_failure_domain_at_a_time_each_gated_and_obse
     assert gates["acceptance:after"].status == "approved"
     assert [w.gate for w in widen.waves] == [None] + [f"widen:wave-{w.wave}" for w in widen.waves[1:]]
     assert all(gates[w.gate].status == "approved" for w in widen.waves[1:] if w.gate)
+    # Every wave was judged by the serving replica limit as it started, and let through.
+    for wave in widen.waves:
+        assert wave.checks is not None and wave.checks.endswith("none more than 50%"), wave.checks
     # ... and a window after every wave, before the next one's gate opened.
     for wave, following in zip(widen.waves, [*widen.waves[1:], None], strict=True):
         assert wave.started_at and wave.hosts_ended_at and wave.observed_until

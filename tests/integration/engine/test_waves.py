@@ -252,7 +252,9 @@ async def test_a_failing_wave_check_stops_the_run_before_that_wave_changes_anyth
     assert {r.host for r in RECORDS if r.task == "widen/0"} == {"h02", "h05"}
     assert not [r for r in RECORDS if r.task == "widen/rollback/0"]
     widen = next(s for s in report.stages if s.name == "widen")
-    assert [(w.wave, w.checks is not None) for w in widen.waves] == [("d2", True), ("d0", True)]
+    assert [w.wave for w in widen.waves] == ["d2", "d0"]
+    assert widen.waves[0].checks is not None and widen.waves[0].checks.startswith("spread: ")
+    assert widen.waves[1].checks == "failed_when condition met: stage.wave.name == 'd0' (step d0: h00,h03)"
     assert {h.host for h in widen.hosts} == {"h02", "h05"}
     status = await handle.query("status", result_type=RunStatus)
     hosts = next(s for s in status.stages if s.name == "widen").hosts
