@@ -24,6 +24,7 @@ from ruamel.yaml import YAML
 from pitstop.acceptance.bench import read_bench
 from pitstop.module_args.acceptance import AcceptanceArgs
 from pitstop.module_args.gpu import NCCL_TESTS_BINARY, NCCL_TESTS_IMAGE, NcclTestArgs
+from pitstop.runbook.templating import render
 from pitstop_sim import bench_logs
 from pitstop_sim.validation_logs import probe_of
 
@@ -259,3 +260,20 @@ def test_the_inference_script_says_when_the_server_died_before_answering(tmp_pat
     assert lines[-2] == "RuntimeError: CUDA error: unspecified launch failure"
     assert re.fullmatch(r"vllm-serve-bench: vllm serve exited before it answered on port \d+", lines[-1])
     assert "Serving Benchmark Result" not in done.stdout
+
+
+def test_the_acceptance_calls_run_the_engine_under_test() -> None:
+    variables = _yaml(RUNBOOK)["vars"]
+    releases = {p.name for p in (RUNBOOK.parent / "manifests" / "platform" / "vllm").iterdir()}
+    assert releases <= set(variables["probe_vllm_min_driver"])
+    calls = re.findall(r'bench: ("\{\{ acceptance_bench \| combine.*\}\}")', RUNBOOK.read_text())
+    assert len(calls) == 2  # the preflight's baseline, then the acceptance stage
+    scope = {**variables, "inventory": {"current": {"vllm": "v0.6.3"}}}
+    before, after = (render(YAML(typ="safe").load(call), scope) for call in calls)
+    assert before["inference"]["image"] == "vllm/vllm-openai:v0.6.3"
+    assert after["inference"]["image"] == "vllm/vllm-openai:" + variables["targets"]["vllm"]
+    documented = readme_table()
+    for bench in (before, after):
+        AcceptanceArgs.model_validate({"bench": bench})
+        assert documented[bench["inference"]["image"]] == " ".join(bench["inference"]["command"])
+        assert bench["training"] == variables["acceptance_bench"]["training"]
