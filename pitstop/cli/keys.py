@@ -22,7 +22,8 @@ keys_app = typer.Typer(
     no_args_is_help=True,
 )
 console = Console()
-err_console = Console(stderr=True)
+# soft_wrap: an error stays one line however narrow the terminal (scripts and CI logs grep it).
+err_console = Console(stderr=True, soft_wrap=True)
 
 
 @keys_app.command()

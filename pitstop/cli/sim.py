@@ -37,7 +37,8 @@ sim_app = typer.Typer(
 )
 
 console = Console()
-err_console = Console(stderr=True)
+# soft_wrap: an error stays one line however narrow the terminal (scripts and CI logs grep it).
+err_console = Console(stderr=True, soft_wrap=True)
 
 
 def _default_kubeconfig() -> Path:
