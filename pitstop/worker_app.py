@@ -46,7 +46,7 @@ from pitstop.client import (
 )
 from pitstop.keys import KeyConfigError, KeyRing, load_key, require_key
 from pitstop.logs import configure_logging
-from pitstop.metrics.server import MetricsAddressError
+from pitstop.metrics.server import MetricsAddressError, parse_address
 from pitstop.policy import PolicyError, WorkerPolicy, load_policy
 from pitstop.policy.scrub import ScrubSecretsInterceptor
 from pitstop.process_exit import exit_now
@@ -192,6 +192,8 @@ async def run_worker(
     """Connect, serve `task_queue` until SIGTERM/SIGINT, then shut down gracefully. With
     `metrics_address` (HOST:PORT), serve pitstop's and the Temporal SDK's metrics there."""
     registered()  # fail on empty registries before needing a server
+    if metrics_address:
+        parse_address(metrics_address)  # MetricsAddressError: refuse to start on a bad address
     policy = load_policy()  # PolicyError: refuse to start, before connecting
     log_policy(policy)
     keys = WorkerKeys.load(settings.home)  # and on a missing key

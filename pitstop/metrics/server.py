@@ -41,7 +41,7 @@ class MetricsAddressError(ValueError):
 
 def parse_address(text: str) -> tuple[str, int]:
     host, sep, port = text.strip().rpartition(":")
-    if not sep or not port.isdigit() or not 0 < int(port) < 65536:
+    if not sep or not port.isdigit() or not 0 <= int(port) < 65536:
         raise MetricsAddressError(f"metrics address {text!r} is not HOST:PORT (e.g. 0.0.0.0:9464)")
     return host.strip("[]") or "0.0.0.0", int(port)
 
