@@ -16,7 +16,7 @@ from typing import Any, NoReturn
 from activities.module_activity import module_activity
 from pitstop.contracts import ModuleCall, ModuleResult
 from pitstop.errors import ErrorType, fail
-from pitstop.module_args.prom import ALERTS, QUERY, PromAlertsArgs, PromQueryArgs, _PromEndpoint
+from pitstop.module_args.prom import ALERTS, QUERY, PromAlertsArgs, PromEndpointArgs, PromQueryArgs
 from pitstop.policy.prometheus import check_prometheus
 from pitstop.prom import http
 from pitstop.prom.alerts import matching, parse_alertmanager_alerts, parse_prometheus_alerts
@@ -26,7 +26,7 @@ from pitstop.prom.thresholds import judge
 from pitstop.secrets import SecretNotFound, resolve_secret
 
 
-def _token(module: str, args: _PromEndpoint, endpoint: str) -> str | None:
+def _token(module: str, args: PromEndpointArgs, endpoint: str) -> str | None:
     if args.token is None:
         return None
     try:
@@ -35,7 +35,7 @@ def _token(module: str, args: _PromEndpoint, endpoint: str) -> str | None:
         fail(ErrorType.INVALID_ARGS, f"{module}: token: {exc}")
 
 
-def _send(module: str, args: _PromEndpoint, path: str, params: dict[str, str]) -> http.Answer:
+def _send(module: str, args: PromEndpointArgs, path: str, params: dict[str, str]) -> http.Answer:
     endpoint = check_prometheus(args.url, module)
     token = _token(module, args, endpoint)
     url = args.url.rstrip("/") + path

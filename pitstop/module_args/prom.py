@@ -17,7 +17,7 @@ from pitstop.prom.durations import parse_duration
 from pitstop.prom.thresholds import Condition, SamplesMode, SeriesMode
 
 
-class _PromEndpoint(ModuleArgs):
+class PromEndpointArgs(ModuleArgs):
     url: str = Field(
         description="Base URL of the Prometheus (or Alertmanager) server, e.g. "
         "http://prometheus.monitoring:9090 (a route prefix or proxy path may follow). Its "
@@ -34,7 +34,7 @@ class _PromEndpoint(ModuleArgs):
     verify_tls: bool = Field(default=True, description="Check the server's TLS certificate (https).")
 
 
-class PromQueryArgs(_PromEndpoint):
+class PromQueryArgs(PromEndpointArgs):
     """One PromQL query, judged per series; fails the task when the threshold is not met."""
 
     query: str = Field(min_length=1, description="PromQL expression.")
@@ -91,7 +91,7 @@ class PromQueryArgs(_PromEndpoint):
         return given
 
 
-class PromAlertsArgs(_PromEndpoint):
+class PromAlertsArgs(PromEndpointArgs):
     """Alerts that match the labels; fails the task when any does (or only reports them)."""
 
     api: Api = Field(
