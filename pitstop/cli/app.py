@@ -65,6 +65,12 @@ def _runs(app: typer.Typer) -> None:
     run.register(app)
 
 
+def _report(app: typer.Typer) -> None:
+    from pitstop.cli import report
+
+    report.register(app)
+
+
 def _group(name: str) -> Callable[[typer.Typer], None]:
     def add(app: typer.Typer) -> None:
         area = importlib.import_module(f"pitstop.cli.{name}")
@@ -79,6 +85,7 @@ AREAS: dict[str, Callable[[typer.Typer], None]] = {
     "runbook": _runbook,
     "modules": _modules,
     "run": _runs,
+    "report": _report,
     **{name: _group(name) for name in ("dev", "codec", "keys", "sim", "slack", "schedules")},
 }
 # Top-level command -> its area (the groups are their own names).
@@ -86,6 +93,7 @@ COMMAND_AREA = {
     "validate": "runbook",
     "schema": "runbook",
     "modules": "modules",
+    "report": "report",
     **dict.fromkeys(
         ("run", "plan", "status", "approve", "reject", "pause", "resume", "abort", "skip-host", "rollback"),
         "run",
@@ -96,7 +104,10 @@ COMMAND_AREA = {
 
 def build_app(areas: list[str] | None = None) -> typer.Typer:
     """The command line with the given areas (default: all of them)."""
+    from pitstop.cli.errors import OneLineErrors
+
     app = typer.Typer(
+        cls=OneLineErrors,
         name="pitstop",
         help="Durable, Ansible-style runbooks for GPU Kubernetes platforms, on Temporal.",
         no_args_is_help=True,

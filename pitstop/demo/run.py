@@ -128,7 +128,22 @@ async def run_demo(
     finally:
         sim.stop()
     _print_outcome(console, report, verdict, link, started)
+    await _write_report(client, run_id, stack.home / "reports", console)
     return 0 if verdict.ok else 1
+
+
+async def _write_report(client: Client, run_id: str, out: Path, console: Console) -> None:
+    """The run's report (`pitstop report`), read back through Temporal as the CLI reads it.
+    A report that cannot be written is said, and does not change the demo's verdict."""
+    from pitstop.report.source import ReportSourceError, read_run
+    from pitstop.report.write import write_report
+
+    try:
+        files = write_report(await read_run(client, run_id), out)
+    except (ReportSourceError, OSError) as exc:
+        console.print(f"[yellow]no run report: {exc}[/yellow]")
+        return
+    console.print(f"run report: {files.html} (Markdown and pictures beside it: {files.markdown.name})")
 
 
 def _start_stack(home: Path, codec: bool, console: Console, started: float) -> DevStack:

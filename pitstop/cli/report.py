@@ -1,0 +1,86 @@
+"""`pitstop report RUN_ID [--out DIR]`: the run's report (finished or in progress) as one HTML
+file with its pictures embedded, Markdown with PNGs beside it, and the data that drove them.
+
+The run is read through Temporal as `pitstop status` reads it (a finished run from its
+history, needing no worker; a run in progress from its `status` Query and its ended hosts).
+`--from FILE` redraws a report from a saved `<run>.data.json` (or a RunSource JSON) instead."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated
+
+import typer
+from pydantic import ValidationError
+from rich.console import Console
+
+from pitstop.settings import Settings
+
+if TYPE_CHECKING:
+    from pitstop.report.source import RunSource
+
+console = Console()
+err_console = Console(stderr=True)
+
+
+def _fail(message: str) -> None:
+    # One line, however narrow the terminal: what went wrong and what to do.
+    err_console.print(f"[red]error:[/red] {message}", highlight=False, soft_wrap=True)
+    raise typer.Exit(1)
+
+
+def report(
+    run_id: Annotated[str | None, typer.Argument(help="Run (workflow) id.")] = None,
+    out: Annotated[
+        Path | None,
+        typer.Option("--out", "-o", help="Directory to write into (default: $PITSTOP_HOME/reports)."),
+    ] = None,
+    from_file: Annotated[
+        Path | None,
+        typer.Option("--from", help="Redraw from a saved <run>.data.json instead of reading Temporal."),
+    ] = None,
+) -> None:
+    """Write a run's report: timeline per node, failure-domain availability, validation figures
+    against baseline, gates and the change record (HTML and Markdown)."""
+    from pitstop.report.source import ReportSourceError
+    from pitstop.report.write import write_report
+
+    settings = Settings.from_env()
+    if from_file is not None:
+        source = _saved(from_file)
+    elif run_id is None:
+        _fail("name a run: pitstop report RUN_ID (or --from FILE)")
+        return
+    else:
+        from pitstop.cli.run import _client, _run
+        from pitstop.report.source import read_run
+
+        async def go() -> RunSource:
+            return await read_run(await _client(settings), run_id)
+
+        try:
+            source = _run(go)
+        except ReportSourceError as exc:
+            _fail(str(exc))
+            return
+    files = write_report(source, out or settings.home / "reports")
+    console.print(f"report of {source.report.run_id} ({source.report.status})", highlight=False)
+    for path in files.all():
+        console.print(f"  {path}", highlight=False, soft_wrap=True)
+
+
+def _saved(path: Path) -> RunSource:
+    from pitstop.report.source import RunSource
+
+    try:
+        raw = json.loads(path.read_text(encoding="utf-8"))
+        # A report's data file holds its source under "source"; a fixture is the source itself.
+        return RunSource.model_validate(raw.get("source", raw) if isinstance(raw, dict) else raw)
+    except (OSError, json.JSONDecodeError, ValidationError) as exc:
+        _fail(f"--from {path}: not a saved report ({str(exc).splitlines()[0]})")
+        raise
+
+
+def register(app: typer.Typer) -> None:
+    app.command()(report)

@@ -1,0 +1,127 @@
+"""Read a run for its report through Temporal, as the CLI reads runs: a finished run's RunReport
+(its result, from history), or for a run in progress a RunReport put together from its `status`
+Query and the results of the host workflows that have ended; and the plan's layout (domains,
+limits, waves) from the run's history."""
+
+from __future__ import annotations
+
+import asyncio
+from datetime import UTC, datetime
+from typing import Any
+
+from pydantic import BaseModel
+from temporalio.client import Client, WorkflowExecutionStatus, WorkflowFailureError, WorkflowHandle
+from temporalio.service import RPCError
+
+from pitstop.contracts import HostResult, Plan, RunReport, RunRequest, RunStatus, StageReport
+from pitstop.report.layout import RunLayout, layout_from_plan
+
+# Host results read at once for a run in progress (each is one history read).
+CHILD_READS = 32
+ENDED = {"ok", "failed", "skipped", "aborted"}
+
+
+class ReportSourceError(Exception):
+    """The run cannot be read (unknown id, no result); the message says which and why."""
+
+
+class RunSource(BaseModel):
+    report: RunReport
+    layout: RunLayout
+    finished: bool
+
+
+async def read_run(client: Client, run_id: str) -> RunSource:
+    handle: WorkflowHandle[Any, RunReport] = client.get_workflow_handle(run_id, result_type=RunReport)
+    try:
+        desc = await handle.describe()
+    except RPCError as exc:
+        raise ReportSourceError(f"run {run_id!r} not found: {exc.message}") from None
+    plan = await plan_of(client, handle)
+    layout = layout_from_plan(plan) if plan is not None else RunLayout()
+    if desc.status not in (None, WorkflowExecutionStatus.RUNNING):
+        try:
+            report = await handle.result()
+        except WorkflowFailureError as exc:
+            raise ReportSourceError(f"run {run_id!r} ended without a report: {exc.cause or exc}") from None
+        return RunSource(report=report, layout=layout, finished=True)
+    try:
+        status = await handle.query("status", result_type=RunStatus)
+    except RPCError as exc:
+        raise ReportSourceError(
+            f"cannot read the status of {run_id!r} (is a worker running?): {exc.message}"
+        ) from None
+    started = desc.start_time or datetime.now(UTC)
+    report = await report_so_far(client, status, started, datetime.now(UTC))
+    return RunSource(report=report, layout=layout, finished=False)
+
+
+async def plan_of(client: Client, handle: WorkflowHandle[Any, Any]) -> Plan | None:
+    """The run's plan from its current execution's history: the `plan.load` activity's result,
+    or (an execution continued as new) the plan its input carries. None: the run has none yet."""
+    plan_load: int | None = None
+    async for event in handle.fetch_history_events():
+        if event.HasField("workflow_execution_started_event_attributes"):
+            payloads = event.workflow_execution_started_event_attributes.input.payloads
+            [request] = await client.data_converter.decode(payloads, [RunRequest])
+            if isinstance(request, RunRequest) and request.state is not None:
+                return request.state.plan
+        elif event.HasField("activity_task_scheduled_event_attributes"):
+            if event.activity_task_scheduled_event_attributes.activity_type.name == "plan.load":
+                plan_load = event.event_id
+        elif event.HasField("activity_task_completed_event_attributes"):
+            done = event.activity_task_completed_event_attributes
+            if plan_load is not None and done.scheduled_event_id == plan_load:
+                [plan] = await client.data_converter.decode(done.result.payloads, [Plan])
+                return plan if isinstance(plan, Plan) else None
+    return None
+
+
+async def report_so_far(client: Client, status: RunStatus, started: datetime, now: datetime) -> RunReport:
+    """A run in progress as a RunReport: every host that has ended, with its tasks (its host
+    workflow's result); hosts in flight as `running` since their workflow started, no tasks yet.
+    Waves are not known before the run ends (its status names only the current one)."""
+    limit = asyncio.Semaphore(CHILD_READS)
+
+    async def host(stage: str, name: str, state: str) -> HostResult | None:
+        child: WorkflowHandle[Any, HostResult] = client.get_workflow_handle(
+            f"{status.run_id}/{stage}/{name}", result_type=HostResult
+        )
+        async with limit:
+            try:
+                if state in ENDED:
+                    return await child.result()
+                desc = await child.describe()
+            except (RPCError, WorkflowFailureError):
+                return None  # skipped before it started, or its history is gone
+        return HostResult(
+            host=name, stage=stage, status="running", started_at=desc.start_time or now, ended_at=now
+        )
+
+    stages: list[StageReport] = []
+    for stage in status.stages:
+        wanted = [(h, s) for h, s in stage.hosts.items() if s != "pending"]
+        results = await asyncio.gather(*(host(stage.name, h, s) for h, s in wanted))
+        stages.append(
+            StageReport(
+                name=stage.name,
+                status=stage.status,
+                hosts=[r for r in results if r is not None],
+                rollback_reason=stage.rollback_reason,
+            )
+        )
+    return RunReport(
+        run_id=status.run_id,
+        runbook=status.runbook,
+        requested_by=status.requested_by,
+        check_mode=status.check_mode,
+        status=status.status,
+        requester=status.requester,
+        started_at=started,
+        ended_at=now,
+        stages=stages,
+        gates=status.gates,
+        rollback_reason=status.rollback_reason,
+        artifacts=status.artifacts,
+        notices=status.notices,
+    )

@@ -1,0 +1,94 @@
+"""`pitstop report` on the recorded demo run (tests/fixtures/reports/demo-maintenance.json):
+the files it writes, what drove its pictures, and that the pictures are PNGs of their size."""
+
+from __future__ import annotations
+
+import base64
+import re
+import struct
+from pathlib import Path
+
+from typer.testing import CliRunner
+
+from pitstop.cli.app import build_app
+from pitstop.report import plots
+from pitstop.report.source import RunSource
+from pitstop.report.write import ReportDataFile, write_report
+
+FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "reports" / "demo-maintenance.json"
+# The file names start with the recorded run's id.
+RUN = RunSource.model_validate_json(FIXTURE.read_text()).report.run_id
+PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
+
+
+def _png_size(png: bytes) -> tuple[int, int]:
+    assert png[:8] == PNG_MAGIC and png[12:16] == b"IHDR", "not a PNG"
+    width, height = struct.unpack(">II", png[16:24])
+    return width, height
+
+
+def test_pitstop_report_writes_html_markdown_pngs_and_the_data_behind_them(tmp_path: Path) -> None:
+    result = CliRunner().invoke(
+        build_app(["report"]), ["report", "--from", str(FIXTURE), "--out", str(tmp_path)]
+    )
+    assert result.exit_code == 0, result.output
+    printed = [Path(line.strip()) for line in result.output.splitlines()[1:]]
+    assert {p.name for p in printed} == {
+        f"{RUN}.html",
+        f"{RUN}.md",
+        f"{RUN}.data.json",
+        f"{RUN}-timeline.png",
+        f"{RUN}-availability.png",
+        f"{RUN}-validation.png",
+    }
+    assert all(p.is_file() and p.parent == tmp_path for p in printed)
+
+    saved = ReportDataFile.model_validate_json((tmp_path / f"{RUN}.data.json").read_text())
+    data = saved.derived
+    # The timeline's data: the canary, its gate, the fleet's three waves, the degraded node red.
+    assert [s.name for s in data.stages] == ["canary", "fleet"]
+    assert [(g.gate, g.status, [v.approver for v in g.votes]) for g in data.gates] == [
+        ("canary:after", "approved", ["alice"])
+    ]
+    assert [w.wave for w in data.waves] == ["zone-a", "zone-b", "zone-c"]
+    [failed] = data.failed_rows
+    assert failed.host == "gpu-node-008" and "NCCL" in failed.reason
+    assert any(s.outcome == "failed" for s in failed.phases)
+    assert plots.OUTCOME_COLOUR["failed"] == "#de2d26"
+
+    sizes = {
+        "timeline": plots.timeline_size(len(data.rows)),
+        "availability": plots.availability_size(len(data.availability)),
+        "validation": plots.validation_size(len(plots.metrics(data))),
+    }
+    for name, size in sizes.items():
+        assert _png_size((tmp_path / f"{RUN}-{name}.png").read_bytes()) == size, name
+    assert sizes["timeline"] == (1300, int((2.2 + 0.38 * 12) * 100))
+
+    # One HTML file with the same pictures embedded, and the tables.
+    html = (tmp_path / f"{RUN}.html").read_text()
+    embedded = re.findall(r'src="data:image/png;base64,([A-Za-z0-9+/=]+)"', html)
+    assert [base64.b64decode(e) for e in embedded] == [
+        (tmp_path / f"{RUN}-{name}.png").read_bytes() for name in ("timeline", "availability", "validation")
+    ]
+    assert "gpu-node-008" in html and "canary:after" in html and "cli:alice" in html
+    markdown = (tmp_path / f"{RUN}.md").read_text()
+    assert f"![Timeline]({RUN}-timeline.png)" in markdown
+
+
+def test_text_from_the_run_is_escaped_in_the_html(tmp_path: Path) -> None:
+    source = RunSource.model_validate_json(FIXTURE.read_text())
+    host = source.report.stages[1].hosts[0]
+    host.status, host.failed_task, host.msg = "failed", "t", "<script>alert(1)</script> | broke"
+    files = write_report(source, tmp_path)
+    html = files.html.read_text()
+    assert "<script>" not in html and "&lt;script&gt;alert(1)&lt;/script&gt;" in html
+    assert "\\| broke" in files.markdown.read_text()
+
+
+def test_pitstop_report_says_what_is_wrong_with_a_file_that_is_no_report(tmp_path: Path) -> None:
+    bad = tmp_path / "x.json"
+    bad.write_text('{"nope": 1}')
+    result = CliRunner().invoke(build_app(["report"]), ["report", "--from", str(bad)])
+    assert result.exit_code == 1
+    assert "not a saved report" in result.output
