@@ -15,19 +15,13 @@ import typer
 from pydantic import ValidationError
 from rich.console import Console
 
+from pitstop.cli.errors import fail as _fail
 from pitstop.settings import Settings
 
 if TYPE_CHECKING:
     from pitstop.report.source import RunSource
 
 console = Console()
-err_console = Console(stderr=True)
-
-
-def _fail(message: str) -> None:
-    # One line, however narrow the terminal: what went wrong and what to do.
-    err_console.print(f"[red]error:[/red] {message}", highlight=False, soft_wrap=True)
-    raise typer.Exit(1)
 
 
 def report(
@@ -51,7 +45,6 @@ def report(
         source = _saved(from_file)
     elif run_id is None:
         _fail("name a run: pitstop report RUN_ID (or --from FILE)")
-        return
     else:
         from pitstop.cli.run import _client, _run
         from pitstop.report.source import read_run
@@ -63,7 +56,6 @@ def report(
             source = _run(go)
         except ReportSourceError as exc:
             _fail(str(exc))
-            return
     files = write_report(source, out or settings.home / "reports")
     console.print(f"report of {source.report.run_id} ({source.report.status})", highlight=False)
     for path in files.all():
@@ -78,8 +70,7 @@ def _saved(path: Path) -> RunSource:
         # A report's data file holds its source under "source"; a fixture is the source itself.
         return RunSource.model_validate(raw.get("source", raw) if isinstance(raw, dict) else raw)
     except (OSError, json.JSONDecodeError, ValidationError) as exc:
-        _fail(f"--from {path}: not a saved report ({str(exc).splitlines()[0]})")
-        raise
+        _fail(f"--from {path}: not a saved report ({str(exc).splitlines()[0]}); give a <run>.data.json")
 
 
 def register(app: typer.Typer) -> None:
