@@ -1,18 +1,20 @@
 """The embedded stack's real Prometheus (Debian's /usr/bin/prometheus, started as the stack's
 `prometheus` part) scrapes a rehearsal cluster's exporters with the alert pack loaded: an Xid
-injected on one node fires GpuXidError for that node only; without it, nothing fires."""
+injected on one node fires GpuXidError for that node only; without it, nothing fires. A slow
+etcd disk on a control-plane node fires EtcdWalFsyncSlow for that node."""
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 import httpx
 import pytest
 
 from pitstop.devstack import DevStack
-from pitstop.prometheus_stack import PrometheusLayout
+from pitstop.prometheus_stack import PrometheusLayout, write_sim_targets
 from tests.integration.monitoring.conftest import StartSim
-from tests.integration.monitoring.promstack import alerts_named, api, scraping, wait_until
+from tests.integration.monitoring.promstack import alerts_named, api, evaluated_after, scraping, wait_until
 
 SCENARIO = """
     name: prometheus-rehearsal
@@ -65,3 +67,31 @@ def test_stack_prometheus_loads_the_pack_and_scrapes_the_simulator(
     # A stopped cluster is no longer scraped.
     sim.stop()
     assert list(layout.root.glob("targets/*/rehearsal.json")) == []
+
+
+def test_slow_etcd_fsync_on_a_control_plane_node_fires_for_that_node(
+    prometheus: DevStack, start_sim: StartSim
+) -> None:
+    sim = start_sim(
+        """
+        name: etcd-rehearsal
+        cluster: {nodes: 1, domains: 1, gpus_per_node: 1}
+        platform:
+          kubernetes_version: v1.30.6
+          control_plane: {nodes: 1, name_prefix: cp-}
+        """
+    )
+    write_sim_targets(prometheus.home, "etcd", sim.url, sim.gpu_node_names(), sim.control_plane_names())
+    fsyncs = 'etcd_disk_wal_fsync_duration_seconds_count{node="cp-001"} > 0'
+    wait_until("the etcd member's fsync histogram", lambda: api(prometheus, "query", query=fsyncs)["result"])
+    seen = time.time()
+    wait_until("an evaluation of the etcd rules", lambda: evaluated_after(prometheus, "pitstop-etcd", seen))
+    assert alerts_named(prometheus, "EtcdWalFsyncSlow") == []
+
+    slow = httpx.post(sim.url + "/_sim/nodes/cp-001/telemetry", json={"etcd_wal_fsync_seconds": 0.025})
+    assert slow.status_code == 200, slow.text
+    firing = wait_until(
+        "EtcdWalFsyncSlow firing for cp-001",
+        lambda: [a for a in alerts_named(prometheus, "EtcdWalFsyncSlow") if a["state"] == "firing"],
+    )
+    assert [(a["labels"]["node"], a["labels"]["cluster"]) for a in firing] == [("cp-001", "etcd")]
