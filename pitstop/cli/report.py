@@ -34,6 +34,16 @@ def report(
         Path | None,
         typer.Option("--from", help="Redraw from a saved <run>.data.json instead of reading Temporal."),
     ] = None,
+    slack: Annotated[
+        bool,
+        typer.Option("--slack", help="Post the report's link in the run's Slack thread (SLACK_BOT_TOKEN)."),
+    ] = False,
+    link_base: Annotated[
+        str | None,
+        typer.Option(
+            "--link-base", help="URL where DIR is served: the Slack link is this URL + the HTML's name."
+        ),
+    ] = None,
 ) -> None:
     """Write a run's report: timeline per node, failure-domain availability, validation figures
     against baseline, gates and the change record (HTML and Markdown)."""
@@ -60,6 +70,28 @@ def report(
     console.print(f"report of {source.report.run_id} ({source.report.status})", highlight=False)
     for path in files.all():
         console.print(f"  {path}", highlight=False, soft_wrap=True)
+    if slack:
+        _link_in_slack(source, files.html, link_base)
+
+
+def _link_in_slack(source: RunSource, html: Path, link_base: str | None) -> None:
+    from pitstop.report.slack_link import ReportLinkError, post_link, report_url
+    from pitstop.slack.config import SlackConfigError, SlackSettings
+
+    thread = source.slack_thread
+    if thread is None:
+        _fail(
+            f"run {source.report.run_id} has no Slack thread (its worker had no SLACK_DEFAULT_CHANNEL "
+            "and no gate names a slack_channel); the report is written, nothing was posted"
+        )
+    url = report_url(html, link_base)
+    try:
+        posted = post_link(thread, source.report.run_id, url, SlackSettings.from_env())
+    except (ReportLinkError, SlackConfigError) as exc:
+        _fail(f"the report is written, but its link was not posted: {exc}")
+    console.print(
+        f"linked in the run's Slack thread ({posted.channel}, reply {posted.ts}): {url}", highlight=False
+    )
 
 
 def _saved(path: Path) -> RunSource:

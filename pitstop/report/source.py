@@ -1,7 +1,7 @@
 """Read a run for its report through Temporal, as the CLI reads runs: a finished run's RunReport
 (its result, from history), or for a run in progress a RunReport put together from its `status`
 Query and the results of the host workflows that have ended; and the plan's layout (domains,
-limits, waves) from the run's history."""
+limits, waves) and its Slack thread from the run's history."""
 
 from __future__ import annotations
 
@@ -15,6 +15,7 @@ from temporalio.service import RPCError
 
 from pitstop.contracts import HostResult, Plan, RunReport, RunRequest, RunStatus, StageReport
 from pitstop.report.layout import RunLayout, layout_from_plan
+from pitstop.slack.contracts import MessageRef, RunNotice
 
 # Host results read at once for a run in progress (each is one history read).
 CHILD_READS = 32
@@ -29,6 +30,7 @@ class RunSource(BaseModel):
     report: RunReport
     layout: RunLayout
     finished: bool
+    slack_thread: MessageRef | None = None
 
 
 async def read_run(client: Client, run_id: str) -> RunSource:
@@ -37,14 +39,15 @@ async def read_run(client: Client, run_id: str) -> RunSource:
         desc = await handle.describe()
     except RPCError as exc:
         raise ReportSourceError(f"run {run_id!r} not found: {exc.message}") from None
-    plan = await plan_of(client, handle)
-    layout = layout_from_plan(plan) if plan is not None else RunLayout()
+    facts = await history_facts(client, handle)
+    layout = layout_from_plan(facts.plan) if facts.plan is not None else RunLayout()
+    thread = facts.slack_thread
     if desc.status not in (None, WorkflowExecutionStatus.RUNNING):
         try:
             report = await handle.result()
         except WorkflowFailureError as exc:
             raise ReportSourceError(f"run {run_id!r} ended without a report: {exc.cause or exc}") from None
-        return RunSource(report=report, layout=layout, finished=True)
+        return RunSource(report=report, layout=layout, finished=True, slack_thread=thread)
     try:
         status = await handle.query("status", result_type=RunStatus)
     except RPCError as exc:
@@ -53,28 +56,48 @@ async def read_run(client: Client, run_id: str) -> RunSource:
         ) from None
     started = desc.start_time or datetime.now(UTC)
     report = await report_so_far(client, status, started, datetime.now(UTC))
-    return RunSource(report=report, layout=layout, finished=False)
+    return RunSource(report=report, layout=layout, finished=False, slack_thread=thread)
 
 
-async def plan_of(client: Client, handle: WorkflowHandle[Any, Any]) -> Plan | None:
-    """The run's plan from its current execution's history: the `plan.load` activity's result,
-    or (an execution continued as new) the plan its input carries. None: the run has none yet."""
-    plan_load: int | None = None
+class HistoryFacts(BaseModel):
+    """What the report reads from the run's history beside its result."""
+
+    plan: Plan | None = None
+    # The run's Slack thread (its first message), None when it posts to Slack nowhere.
+    slack_thread: MessageRef | None = None
+
+
+async def history_facts(client: Client, handle: WorkflowHandle[Any, Any]) -> HistoryFacts:
+    """The plan and the Slack thread from the run's current execution's history: the results of
+    `plan.load` and of the first `notify.run_event` (the one that posts outside any thread), or,
+    in an execution continued as new, what its input's state carries. Needs no worker."""
+    facts = HistoryFacts()
+    scheduled: dict[int, str] = {}
     async for event in handle.fetch_history_events():
         if event.HasField("workflow_execution_started_event_attributes"):
             payloads = event.workflow_execution_started_event_attributes.input.payloads
             [request] = await client.data_converter.decode(payloads, [RunRequest])
             if isinstance(request, RunRequest) and request.state is not None:
-                return request.state.plan
+                return HistoryFacts(plan=request.state.plan, slack_thread=request.state.slack.thread)
         elif event.HasField("activity_task_scheduled_event_attributes"):
-            if event.activity_task_scheduled_event_attributes.activity_type.name == "plan.load":
-                plan_load = event.event_id
+            attrs = event.activity_task_scheduled_event_attributes
+            name = attrs.activity_type.name
+            if name == "plan.load" and facts.plan is None:
+                scheduled[event.event_id] = name
+            elif name == "notify.run_event" and facts.slack_thread is None:
+                [notice] = await client.data_converter.decode(attrs.input.payloads, [RunNotice])
+                if isinstance(notice, RunNotice) and notice.thread is None:
+                    scheduled[event.event_id] = name
         elif event.HasField("activity_task_completed_event_attributes"):
             done = event.activity_task_completed_event_attributes
-            if plan_load is not None and done.scheduled_event_id == plan_load:
+            name = scheduled.pop(done.scheduled_event_id, "")
+            if name == "plan.load":
                 [plan] = await client.data_converter.decode(done.result.payloads, [Plan])
-                return plan if isinstance(plan, Plan) else None
-    return None
+                facts.plan = plan if isinstance(plan, Plan) else None
+            elif name == "notify.run_event":
+                [ref] = await client.data_converter.decode(done.result.payloads, [MessageRef])
+                facts.slack_thread = ref if isinstance(ref, MessageRef) else None
+    return facts
 
 
 async def report_so_far(client: Client, status: RunStatus, started: datetime, now: datetime) -> RunReport:
