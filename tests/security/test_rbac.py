@@ -49,6 +49,7 @@ from activities.kube.client import ApiStatus, Kube, api_client
 from activities.kube.drain import drain_node
 from activities.kube.job import run_job
 from activities.kube.nodes import cordon, wait_node_ready
+from activities.kube.serving import wave_replicas
 from activities.observe import observe
 from pitstop.bundle import collect
 from pitstop.contracts import ModuleResult, RunReport, RunRequest
@@ -463,6 +464,11 @@ RULE_CASES = {
         "pitstop-node-maintenance", ["daemonsets"], wait_node_ready, lambda sim: {"timeout_seconds": 5},
         _first_node,
         'get resource "daemonsets" in API group "apps" in the namespace "gpu-operator"',
+    ),
+    "serving deployments": RuleCase(
+        "pitstop-node-maintenance", ["deployments", "replicasets"], wave_replicas,
+        _observe_args, _first_node,
+        'list resource "deployments" in API group "apps" at the cluster scope',
     ),
     "clusterqueues": RuleCase(
         "pitstop-node-maintenance", ["clusterqueues"], stop_admission, _queue_args, _first_node,
