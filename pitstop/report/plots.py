@@ -261,16 +261,17 @@ def _validation_axes(ax: Axes, metric: str, figs: list[ValidationFigure]) -> Non
         first = judged[0]
         title += f" against baseline {first.baseline:g} {unit} (allowed -{first.allowed_pct:g}%)"
     else:
-        title += " (no baseline recorded yet: this run's canary figures become the next run's)"
+        # The pool had no baseline when the run first read it: the task's own limits judged.
+        title += " (no baseline recorded for it yet: judged by the task's own limits)"
     ax.set_title(title, fontsize=9, loc="left")
-    ax.legend(
-        handles=[
-            Patch(facecolor=OUTCOME_COLOUR["changed"], label="passed"),
-            Patch(facecolor=OUTCOME_COLOUR["failed"], label="failed"),
+    handles = [
+        Patch(facecolor=OUTCOME_COLOUR["changed"], label="passed"),
+        Patch(facecolor=OUTCOME_COLOUR["failed"], label="failed"),
+    ]
+    if judged:
+        handles += [
             Patch(facecolor="black", label="baseline"),
             Patch(facecolor="#de2d26", label="lowest allowed"),
-        ],
-        fontsize=7,
-        loc="lower right",
-    )
+        ]
+    ax.legend(handles=handles, fontsize=7, loc="lower right")
     ax.grid(axis="y", alpha=0.3)
