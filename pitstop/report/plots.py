@@ -82,7 +82,8 @@ def _figure(size: tuple[int, int]) -> Figure:
 
 def _span(data: ReportData) -> tuple[datetime, datetime]:
     end = max([data.ended_at, *(r.end for r in data.rows)])
-    return data.started_at, end
+    # A run that ended as it started (refused, plan failed) still gets an axis of some width.
+    return data.started_at, max(end, data.started_at + timedelta(seconds=1))
 
 
 def timeline_png(data: ReportData) -> bytes:

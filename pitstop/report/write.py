@@ -35,7 +35,9 @@ class ReportDataFile(BaseModel):
 
 def pictures(data: ReportData) -> dict[str, tuple[str, bytes]]:
     """Title -> (file suffix, PNG), in the report's order; a picture with nothing to show is left out."""
-    out: dict[str, tuple[str, bytes]] = {"Timeline": ("timeline", plots.timeline_png(data))}
+    out: dict[str, tuple[str, bytes]] = {}
+    if data.rows:
+        out["Timeline"] = ("timeline", plots.timeline_png(data))
     if data.availability:
         out["Failure-domain availability"] = ("availability", plots.availability_png(data))
     if data.figures:

@@ -6,12 +6,16 @@ from __future__ import annotations
 import base64
 import re
 import struct
+from datetime import UTC, datetime
 from pathlib import Path
 
 from typer.testing import CliRunner
 
 from pitstop.cli.app import build_app
+from pitstop.contracts import RunReport
 from pitstop.report import plots
+from pitstop.report.data import derive
+from pitstop.report.layout import RunLayout
 from pitstop.report.source import RunSource
 from pitstop.report.write import ReportDataFile, write_report
 
@@ -92,3 +96,23 @@ def test_pitstop_report_says_what_is_wrong_with_a_file_that_is_no_report(tmp_pat
     result = CliRunner().invoke(build_app(["report"]), ["report", "--from", str(bad)])
     assert result.exit_code == 1
     assert "not a saved report" in result.output
+
+
+def test_a_run_that_never_reached_a_host_gets_a_report_without_pictures(tmp_path: Path) -> None:
+    at = datetime(2026, 1, 1, tzinfo=UTC)
+    report = RunReport(
+        run_id="refused/run",
+        runbook="rb",
+        requested_by="me",
+        check_mode=False,
+        status="failed",
+        started_at=at,
+        ended_at=at,
+        msg="plan failed: runbook.yaml:3:1: unknown module",
+    )
+    files = write_report(RunSource(report=report, layout=RunLayout(), finished=True), tmp_path)
+    assert files.pictures == [] and files.html.name == "refused_run.html"
+    assert "plan failed: runbook.yaml:3:1: unknown module" in files.html.read_text()
+    # A partial run's timeline on a one-second axis draws without matplotlib's singular-limit warning.
+    data = derive(report.model_copy(update={"stages": []}), RunLayout())
+    assert _png_size(plots.availability_png(data))[0] == plots.availability_size(0)[0]
