@@ -15,9 +15,11 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.dates import DateFormatter, date2num
 from matplotlib.figure import Figure
 from matplotlib.patches import Patch
+from matplotlib.ticker import MaxNLocator
 
-from pitstop.report.data import ReportData
+from pitstop.report.data import ReportData, most_telling
 from pitstop.report.phases import PHASES
+from pitstop.report.timeline import NodeRow
 from pitstop.report.validation import Figure as ValidationFigure
 
 DPI = 100
@@ -38,6 +40,10 @@ PHASE_HATCH = {
     "uncordon": "--",
     "other": "",
 }
+# Rows of the timeline and bars per metric drawn at most: every node that failed, then the
+# earliest others (the data file and the tables have them all).
+MAX_ROWS = 60
+MAX_BARS = 60
 REASON_WIDTH = 75
 REASON_LINES = 3
 
@@ -89,14 +95,15 @@ def _span(data: ReportData) -> tuple[datetime, datetime]:
 def timeline_png(data: ReportData) -> bytes:
     """One row per node: its phases coloured by outcome, hatched by phase; stages, waves and
     gates as bands and lines; a failed node's row in red with its reason."""
-    fig = _figure(timeline_size(len(data.rows)))
+    rows = timeline_rows(data)
+    fig = _figure(timeline_size(len(rows)))
     ax = fig.add_subplot()
     start, end = _span(data)
     # Room on the right for the reasons of failed nodes, inside the axes.
     room = (end - start) * (0.45 if data.failed_rows else 0.04)
     ax.set_xlim(_x(start - (end - start) * 0.01), _x(end + room))
-    ax.set_ylim(len(data.rows) - 0.4, -2.0)
-    for y, row in enumerate(data.rows):
+    ax.set_ylim(len(rows) - 0.4, -2.0)
+    for y, row in enumerate(rows):
         for span in row.phases:
             ax.broken_barh(
                 [(_x(span.start), _days(max(span.end - span.start, timedelta(milliseconds=300))))],
@@ -117,17 +124,28 @@ def timeline_png(data: ReportData) -> bytes:
                 linespacing=1.0,
                 color=OUTCOME_COLOUR["failed"],
             )
-    ax.set_yticks(range(len(data.rows)))
-    labels = ax.set_yticklabels([_row_label(r.host, r.domain, r.wave) for r in data.rows], fontsize=8)
-    for label, row in zip(labels, data.rows, strict=True):
+    ax.set_yticks(range(len(rows)))
+    labels = ax.set_yticklabels([_row_label(r.host, r.domain, r.wave) for r in rows], fontsize=8)
+    for label, row in zip(labels, rows, strict=True):
         if row.reason:
             label.set_color(OUTCOME_COLOUR["failed"])
     _marks(ax, data)
     _time_axis(ax)
-    ax.set_title(f"{data.runbook}  {data.run_id}  ({data.status}{'' if data.finished else ', in progress'})")
+    shown = (
+        ""
+        if len(rows) == len(data.rows)
+        else f"\n{len(rows)} of {len(data.rows)} nodes: those that failed first"
+    )
+    ax.set_title(
+        f"{data.runbook}  {data.run_id}  ({data.status}{'' if data.finished else ', in progress'}){shown}"
+    )
     ax.grid(axis="x", alpha=0.3)
     fig.legend(handles=_legend(), loc="outside lower center", fontsize=7, ncols=len(_legend()), frameon=False)
     return _png(fig)
+
+
+def timeline_rows(data: ReportData) -> list[NodeRow]:
+    return most_telling(data.rows, lambda r: bool(r.reason), MAX_ROWS)
 
 
 def _wrapped(reason: str) -> str:
@@ -218,7 +236,8 @@ def availability_png(data: ReportData) -> bytes:
             if wave.started_at is not None:
                 ax.axvline(_x(wave.started_at), color="#999999", linestyle=":", linewidth=0.8)
         ax.set_ylim(0, top + 0.8)
-        ax.set_yticks(range(top + 1))
+        # Whole nodes, a handful of ticks however many are out (a fleet's domain holds thousands).
+        ax.yaxis.set_major_locator(MaxNLocator(integer=True, nbins=6))
         ax.set_ylabel("nodes out", fontsize=8)
         ax.set_title(f"failure domain {domain.domain}: peak {domain.peak}", fontsize=9, loc="left")
         ax.grid(alpha=0.3)
@@ -238,11 +257,12 @@ def validation_png(data: ReportData) -> bytes:
     fig = _figure(validation_size(len(names)))
     axes = fig.subplots(max(len(names), 1), 1, squeeze=False)[:, 0]
     for ax, metric in zip(axes, names, strict=False):
-        _validation_axes(ax, metric, [f for f in data.figures if f.metric == metric])
+        every = [f for f in data.figures if f.metric == metric]
+        _validation_axes(ax, metric, most_telling(every, lambda f: not f.ok, MAX_BARS), len(every))
     return _png(fig)
 
 
-def _validation_axes(ax: Axes, metric: str, figs: list[ValidationFigure]) -> None:
+def _validation_axes(ax: Axes, metric: str, figs: list[ValidationFigure], total: int) -> None:
     xs = range(len(figs))
     colours = [OUTCOME_COLOUR["changed"] if f.ok else OUTCOME_COLOUR["failed"] for f in figs]
     ax.bar(xs, [f.value for f in figs], color=colours, edgecolor="#444444", linewidth=0.4)
@@ -257,7 +277,9 @@ def _validation_axes(ax: Axes, metric: str, figs: list[ValidationFigure]) -> Non
     unit = next((f.unit for f in figs if f.unit), "")
     ax.set_ylabel(f"{metric} ({unit})" if unit else metric, fontsize=8)
     judged = [f for f in figs if f.baseline is not None]
-    title = f"{metric} per node"
+    title = f"{metric} per node" + (
+        f" ({len(figs)} of {total}: those that failed first)" if total > len(figs) else ""
+    )
     if judged:
         first = judged[0]
         title += f" against baseline {first.baseline:g} {unit} (allowed -{first.allowed_pct:g}%)"

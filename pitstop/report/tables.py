@@ -7,9 +7,11 @@ from datetime import datetime
 from pydantic import BaseModel
 
 from pitstop.contracts import Artifact
-from pitstop.report.data import ReportData
+from pitstop.report.data import ReportData, most_telling
 
 CHANGE_RECORD = "change record"
+# Figures that passed listed at most (every failed one is): as `pitstop status` lists hosts.
+OK_ROWS_SHOWN = 20
 
 
 class Table(BaseModel):
@@ -59,7 +61,7 @@ def availability(data: ReportData) -> Table:
             [
                 series.domain,
                 str(series.peak),
-                ", ".join(series.peak_hosts),
+                _some(series.peak_hosts),
                 limits,
                 "yes" if series.over_limit else "no",
             ]
@@ -72,9 +74,16 @@ def availability(data: ReportData) -> Table:
     )
 
 
+def _some(hosts: list[str], shown: int = 10) -> str:
+    more = f", … {len(hosts) - shown} more" if len(hosts) > shown else ""
+    return ", ".join(hosts[:shown]) + more
+
+
 def validation(data: ReportData) -> Table:
     rows: list[list[str]] = []
-    for f in data.figures:
+    failed = sum(1 for f in data.figures if not f.ok)
+    shown = most_telling(data.figures, lambda f: not f.ok, failed + OK_ROWS_SHOWN)
+    for f in shown:
         unit = f" {f.unit}" if f.unit else ""
         rows.append(
             [
@@ -88,6 +97,10 @@ def validation(data: ReportData) -> Table:
                 else "-",
                 "passed" if f.ok else "failed",
             ]
+        )
+    if len(shown) < len(data.figures):
+        rows.append(
+            [f"… {len(data.figures) - len(shown)} more that passed", "", "", "", "", "", "(data file)"]
         )
     return Table(
         title="Validation figures",

@@ -6,13 +6,13 @@ from __future__ import annotations
 import base64
 import re
 import struct
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 from typer.testing import CliRunner
 
 from pitstop.cli.app import build_app
-from pitstop.contracts import RunReport
+from pitstop.contracts import HostResult, RunReport, StageReport, TaskOutcome
 from pitstop.report import plots
 from pitstop.report.data import derive
 from pitstop.report.layout import RunLayout
@@ -116,3 +116,61 @@ def test_a_run_that_never_reached_a_host_gets_a_report_without_pictures(tmp_path
     # A partial run's timeline on a one-second axis draws without matplotlib's singular-limit warning.
     data = derive(report.model_copy(update={"stages": []}), RunLayout())
     assert _png_size(plots.availability_png(data))[0] == plots.availability_size(0)[0]
+
+
+def test_a_fleet_of_thousands_draws_the_nodes_that_need_a_look(tmp_path: Path) -> None:
+    at = datetime(2026, 1, 1, tzinfo=UTC)
+    hosts = []
+    for i in range(2000):
+        start, end = at + timedelta(seconds=i), at + timedelta(seconds=i + 30)
+        bad = i in (7, 1500, 1999)
+        nccl = {"avg_busbw_gbps": 100.0 if bad else 390.0, "baseline": None}
+        tasks = [
+            TaskOutcome(
+                task_id="c",
+                name="Cordon",
+                module="kube.cordon",
+                status="changed",
+                started_at=start,
+                ended_at=start,
+            ),
+            TaskOutcome(
+                task_id="n",
+                name="NCCL",
+                module="gpu.nccl_test",
+                status="failed" if bad else "ok",
+                msg="too slow" if bad else "",
+                started_at=start,
+                ended_at=end,
+                data=nccl,
+            ),
+        ]
+        hosts.append(
+            HostResult(
+                host=f"n{i:04d}",
+                stage="fleet",
+                status="failed" if bad else "ok",
+                tasks=tasks,
+                started_at=start,
+                ended_at=end,
+            )
+        )
+    report = RunReport(
+        run_id="big",
+        runbook="rb",
+        requested_by="me",
+        check_mode=False,
+        status="completed_with_failures",
+        started_at=at,
+        ended_at=at + timedelta(hours=1),
+        stages=[StageReport(name="fleet", status="failed", hosts=hosts)],
+    )
+    files = write_report(RunSource(report=report, layout=RunLayout(), finished=True), tmp_path)
+    data = ReportDataFile.model_validate_json(files.data.read_text()).derived
+    shown = plots.timeline_rows(data)
+    assert len(data.rows) == 2000 and len(shown) == plots.MAX_ROWS
+    assert {"n0007", "n1500", "n1999"} <= {r.host for r in shown}
+    assert _png_size(files.pictures[0].read_bytes()) == plots.timeline_size(plots.MAX_ROWS)
+    # The tables list every failed figure and the first that passed, then say how many more.
+    html = files.html.read_text()
+    assert "n1999" in html and "n0500" not in html and "1977 more that passed" in html
