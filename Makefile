@@ -4,8 +4,9 @@ PY ?= python3.11
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
-# The slowest tests are listed at the end of every run, so that CI shows where the time goes.
-PYTEST_ARGS ?= --durations=25
+# The slowest tests are listed at the end of every run, so that CI shows where the time goes,
+# and every skipped test with its reason (a missing chromium, sshd, promtool, ...).
+PYTEST_ARGS ?= --durations=25 -rs
 
 .PHONY: demo test test-loaded lint bench fmt clean venv sysdeps
 
@@ -20,7 +21,7 @@ $(STAMP): pyproject.toml
 	@touch $(STAMP)
 
 # System packages the real-component tests need (OpenSSH server for the SSH modules,
-# Prometheus for the alert pack and the embedded stack's Prometheus).
+# Prometheus for the alert pack and the embedded stack's Prometheus, chromium for the UI tests).
 # Installed only when missing and only when we may (root); otherwise those tests say why
 # they cannot run.
 sysdeps:
@@ -33,6 +34,15 @@ sysdeps:
 			(apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing >/dev/null) \
 				|| echo "warning: could not install$$missing"; \
 		else echo "note:$$missing missing and not root; SSH tests will be skipped with a reason"; fi; \
+	fi
+	@# Debian's chromium for the browser tests of the Temporal UI (Playwright drives it; it never
+	@# downloads a browser of its own). Without it those tests are skipped with the reason.
+	@if ! test -x /usr/bin/chromium; then \
+		if [ "$$(id -u)" = "0" ] && command -v apt-get >/dev/null 2>&1; then \
+			echo "installing chromium"; \
+			(apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends chromium fonts-liberation >/dev/null) \
+				|| echo "warning: could not install chromium; the browser tests will be skipped with a reason"; \
+		else echo "note: chromium missing and not root; the browser tests will be skipped with a reason"; fi; \
 	fi
 	@# Debian's prometheus: promtool for the alert pack's tests, /usr/bin/prometheus for
 	@# `pitstop dev up --with prometheus`. Its package service must not start (nor listen on
