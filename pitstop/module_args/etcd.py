@@ -180,6 +180,29 @@ class VerifyArgs(EtcdClientArgs):
         return value
 
 
+class HealthArgs(EtcdClientArgs):
+    """Fails (or reports, `fail_on: never`) when the cluster is not fit for an upgrade: quorum,
+    one leader, alarms (NOSPACE, CORRUPT), database size against the backend quota, leader
+    changes and WAL fsync p99, from `etcdctl` and each endpoint's `/metrics`. Give every
+    member's client URL: only endpoints the worker policy allows are contacted. Read-only."""
+
+    expected_members: int | None = Field(default=None, ge=1, description="Members the cluster must have.")
+    max_db_ratio: float = Field(
+        default=0.8, gt=0, le=1, description="Largest database size as a share of --quota-backend-bytes."
+    )
+    max_fsync_p99_ms: float = Field(default=10.0, gt=0, description="Largest WAL fsync p99, milliseconds.")
+    max_leader_changes: int | None = Field(
+        default=None, ge=0, description="Most leader changes a member may have seen (None: reported only)."
+    )
+    sample_seconds: float = Field(
+        default=0.0,
+        ge=0,
+        le=600,
+        description="Judge fsync over this window (two scrapes) instead of since each member started.",
+    )
+    fail_on: Literal["any", "never"] = Field(default="any", description="`never`: report only.")
+
+
 SNAPSHOT_SAVE: ModuleSpec[SnapshotSaveArgs] = ModuleSpec(
     name="etcd.snapshot_save",
     args_model=SnapshotSaveArgs,
@@ -224,5 +247,15 @@ VERIFY: ModuleSpec[VerifyArgs] = ModuleSpec(
     retry=ETCD_RETRY,
 )
 
+HEALTH: ModuleSpec[HealthArgs] = ModuleSpec(
+    name="etcd.health",
+    args_model=HealthArgs,
+    summary="Quorum, leader, alarms, db size vs quota, leader changes and WAL fsync p99 of an etcd cluster.",
+    supports_check_mode=True,
+    start_to_close=timedelta(minutes=15),
+    heartbeat_timeout=timedelta(seconds=60),
+    retry=ETCD_RETRY,
+)
+
 # Every module of this file, listed once; `pitstop/module_catalog.py` joins the families.
-SPECS: list[ModuleSpec[Any]] = [SNAPSHOT_SAVE, SNAPSHOT_STATUS, RESTORE, SCRATCH_MEMBER, VERIFY]
+SPECS: list[ModuleSpec[Any]] = [SNAPSHOT_SAVE, SNAPSHOT_STATUS, RESTORE, SCRATCH_MEMBER, VERIFY, HEALTH]
