@@ -628,7 +628,7 @@ def test_the_worker_runs_under_the_operators_policy(services: dict[str, Any]) ->
     assert mounts[policy] == "./deploy/worker-policy.yaml"
     assert f"./deploy/worker-policy.yaml:{policy}:ro" in worker["volumes"]
     data = _load(ROOT / "deploy" / "worker-policy.yaml")
-    assert set(data) <= {"files", "clusters_dir", "clusters", "s3", "etcd", "secrets"}
+    assert set(data) <= {"files", "clusters_dir", "clusters", "s3", "etcd", "secrets", "http", "prometheus"}
     # Clusters are the worker's, by name; no cluster may run kubeconfig plugins by default.
     assert data["clusters"] and not any(c.get("allow_exec") for c in data["clusters"].values())
     s3 = _environment(worker)["AWS_ENDPOINT_URL_S3"]

@@ -24,8 +24,9 @@ def _shipped() -> list[Path]:
     return [
         p
         for p in sorted(root.rglob("*.yaml"))
-        # Compatibility data, schedules, simulator scenarios and Kubernetes manifests are other formats.
-        if p.relative_to(root).parts[0] not in ("compat", "scenarios", "manifests")
+        # Compatibility data, schedules, simulator scenarios, Kubernetes manifests and the
+        # Prometheus alert pack (its rules and promtool tests) are other formats.
+        if p.relative_to(root).parts[0] not in ("compat", "scenarios", "manifests", "monitoring")
         and not p.name.startswith("schedules")
     ]
 
