@@ -15,12 +15,15 @@ from typing import Any
 from activities.acceptance import ACCEPTANCE_ACTIVITIES
 from activities.baseline import BASELINE_ACTIVITIES
 from activities.compat import COMPAT_ACTIVITIES
+from activities.dr import DR_ACTIVITIES
 from activities.etcd import ETCD_ACTIVITIES
+from activities.etcd_health import etcd_health
 from activities.gpu import GPU_ACTIVITIES
 from activities.kube import KUBE_ACTIVITIES
 from activities.notify import NOTIFY_ACTIVITIES
 from activities.observe import OBSERVE_ACTIVITIES
 from activities.plan import load_plan
+from activities.prom import PROM_ACTIVITIES
 from activities.records import RECORDS_ACTIVITIES
 from activities.runs import RUNS_ACTIVITIES
 from activities.ssh import SSH_ACTIVITIES
@@ -32,6 +35,7 @@ ACTIVITIES: list[Callable[..., Any]] = [
     *SSH_ACTIVITIES,
     *BASELINE_ACTIVITIES,
     *ETCD_ACTIVITIES,
+    etcd_health,
     *STORAGE_ACTIVITIES,
     *RECORDS_ACTIVITIES,
     *RUNS_ACTIVITIES,
@@ -39,7 +43,9 @@ ACTIVITIES: list[Callable[..., Any]] = [
     *KUBE_ACTIVITIES,
     *GPU_ACTIVITIES,
     *OBSERVE_ACTIVITIES,
+    *PROM_ACTIVITIES,
     *ACCEPTANCE_ACTIVITIES,
     *VERSIONS_ACTIVITIES,
     *COMPAT_ACTIVITIES,
+    *DR_ACTIVITIES,
 ]

@@ -11,8 +11,11 @@
   generic.py     kube.get, kube.patch
   upgrade_checks.py  kube.deprecations, kube.crd_webhook_check (pre-upgrade, read-only)
   apply.py       kube.apply (server-side apply by default; client-side as kubectl)
+  removals.py    kube.removals (what a component's new release no longer ships; read-only)
+  delete.py      kube.delete (exactly those objects, with uid/resourceVersion preconditions)
   rollout.py     kube.wait_rollout (kubectl rollout status's verdict)
-  serving.py     kube.serving_check (zero-downtime practice of serving Deployments)
+  serving.py     kube.serving_check (zero-downtime practice of serving Deployments),
+                 kube.wave_replicas (how much of a serving Deployment one wave moves)
   gpu_driver.py  gpu.driver_management, gpu.operator_driver_hold, gpu.operator_driver_node
                  (the GPU Operator's containerized driver, rolled by pitstop)
   inventory.py   dynamic inventory groups (`from_nodes`) for plan.load
@@ -31,13 +34,15 @@ from activities.kube.admission import resume_admission, stop_admission
 from activities.kube.apply import apply
 from activities.kube.capacity import capacity_check
 from activities.kube.checkpoint import wait_for_workloads
+from activities.kube.delete import delete
 from activities.kube.drain import drain_node
 from activities.kube.generic import get, patch
 from activities.kube.gpu_driver import GPU_DRIVER_ACTIVITIES
 from activities.kube.job import run_job
 from activities.kube.nodes import annotate, cordon, taint, uncordon, untaint, wait_node_ready
+from activities.kube.removals import removals
 from activities.kube.rollout import wait_rollout
-from activities.kube.serving import serving_check
+from activities.kube.serving import serving_check, wave_replicas
 from activities.kube.suspend import resume_workloads
 from activities.kube.upgrade_checks import crd_webhook_check, deprecations
 
@@ -60,7 +65,10 @@ KUBE_ACTIVITIES: list[Callable[..., Any]] = [
     deprecations,
     crd_webhook_check,
     apply,
+    removals,
+    delete,
     wait_rollout,
     serving_check,
+    wave_replicas,
     *GPU_DRIVER_ACTIVITIES,
 ]

@@ -35,6 +35,8 @@ class ClusterRule(_Frozen):
     in_cluster: bool = False
     allow_exec: bool = False
     known_hosts: Path | None = None
+    # Protected namespaces kube.delete may delete in (pitstop.kube.removals.PROTECTED_NAMESPACES).
+    allow_delete_in: tuple[str, ...] = ()
     origin: str
 
 
@@ -47,6 +49,18 @@ class S3Rule(_Frozen):
 
 class EtcdRule(_Frozen):
     endpoint: str  # normalized scheme://host:port
+    shown: str
+    origin: str
+
+
+class HttpRule(_Frozen):
+    endpoint: str  # normalized scheme://host:port
+    shown: str
+    origin: str
+
+
+class PrometheusRule(_Frozen):
+    endpoint: str  # normalized scheme://host:port of a Prometheus or an Alertmanager
     shown: str
     origin: str
 
@@ -79,6 +93,8 @@ class WorkerPolicy(_Frozen):
     clusters: dict[str, ClusterRule] = {}
     s3: tuple[S3Rule, ...] = ()
     etcd: tuple[EtcdRule, ...] = ()
+    http: tuple[HttpRule, ...] = ()
+    prometheus: tuple[PrometheusRule, ...] = ()
     secrets: dict[str, Grant] = {}
 
     @property

@@ -26,7 +26,9 @@ from pitstop.policy.model import (
     EtcdSection,
     FilesSection,
     GrantSection,
+    HttpSection,
     PolicyFile,
+    PrometheusSection,
     S3EndpointSection,
     S3Section,
 )
@@ -88,7 +90,13 @@ def _check_keys(root: Any) -> None:
             check(node.child(key), model, f"{what} {key!r}" if isinstance(key, str) else what)
 
     check(root, PolicyFile, "the worker policy")
-    sections: dict[str, type[BaseModel]] = {"files": FilesSection, "s3": S3Section, "etcd": EtcdSection}
+    sections: dict[str, type[BaseModel]] = {
+        "files": FilesSection,
+        "s3": S3Section,
+        "etcd": EtcdSection,
+        "http": HttpSection,
+        "prometheus": PrometheusSection,
+    }
     for key, model in sections.items():
         if root.has(key):
             check(root.child(key), model, key)

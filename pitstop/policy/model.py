@@ -17,6 +17,8 @@ s3:
     - {url: aws, buckets: [acme-etcd-backups]}
 etcd:
   endpoints: [https://10.0.0.11:2379]
+prometheus:
+  endpoints: [http://prometheus.monitoring:9090, http://alertmanager.monitoring:9093]
 secrets:
   fleet-ssh-key: {purpose: ssh_key, clusters: [prod]}
   backup-s3: {purpose: s3_credentials, endpoints: [aws]}
@@ -31,13 +33,20 @@ from typing import Literal, Self
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-Purpose = Literal["ssh_key", "ssh_known_hosts", "s3_credentials", "etcd_tls"]
-PURPOSES: tuple[Purpose, ...] = ("ssh_key", "ssh_known_hosts", "s3_credentials", "etcd_tls")
+Purpose = Literal["ssh_key", "ssh_known_hosts", "s3_credentials", "etcd_tls", "prometheus_token"]
+PURPOSES: tuple[Purpose, ...] = (
+    "ssh_key",
+    "ssh_known_hosts",
+    "s3_credentials",
+    "etcd_tls",
+    "prometheus_token",
+)
 PURPOSE_WORDS: dict[str, str] = {
     "ssh_key": "the SSH key of a cluster's nodes",
     "ssh_known_hosts": "the known_hosts of a cluster's nodes",
     "s3_credentials": "S3 credentials",
     "etcd_tls": "etcd TLS material",
+    "prometheus_token": "the bearer token of a Prometheus or Alertmanager endpoint",
 }
 # The same rule as secret names (pitstop.secrets): they become file and variable names.
 NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
@@ -74,6 +83,11 @@ class ClusterSection(_Section):
         description="Allow kubeconfig users with an `exec` or `auth-provider` plugin (they run programs).",
     )
     known_hosts: str | None = Field(default=None, description="known_hosts file of the cluster's nodes.")
+    allow_delete_in: list[str] = Field(
+        default_factory=list,
+        description="Protected namespaces (kube-system, kube-public, kube-node-lease) in which "
+        "kube.delete may delete objects on this cluster; it refuses them otherwise.",
+    )
 
     @model_validator(mode="after")
     def _one_way_in(self) -> Self:
@@ -101,6 +115,22 @@ class EtcdSection(_Section):
     )
 
 
+class HttpSection(_Section):
+    endpoints: list[str] = Field(
+        default_factory=list,
+        description="http(s) endpoints (scheme://host:port) modules may send requests to: container and "
+        "model registries dr.http_check probes.",
+    )
+
+
+class PrometheusSection(_Section):
+    endpoints: list[str] = Field(
+        default_factory=list,
+        description="Prometheus and Alertmanager endpoints (scheme://host:port) prom.query and "
+        "prom.alerts may query; a URL's path (a route prefix, a proxy path) is the runbook's.",
+    )
+
+
 class GrantSection(_Section):
     purpose: Purpose = Field(description="What the secret may be used as: " + ", ".join(PURPOSES) + ".")
     clusters: list[str] | None = Field(
@@ -108,15 +138,22 @@ class GrantSection(_Section):
     )
     endpoints: list[str] | None = Field(
         default=None,
-        description="s3_credentials / etcd_tls: only for these endpoints (default: any the policy allows).",
+        description="s3_credentials / etcd_tls / prometheus_token: only for these endpoints (default: any "
+        "the policy allows).",
     )
 
     @model_validator(mode="after")
     def _scope_fits_purpose(self) -> Self:
         if self.clusters is not None and self.purpose not in ("ssh_key", "ssh_known_hosts"):
             raise ValueError(f"`clusters` scopes ssh_key and ssh_known_hosts grants, not {self.purpose}")
-        if self.endpoints is not None and self.purpose not in ("s3_credentials", "etcd_tls"):
-            raise ValueError(f"`endpoints` scopes s3_credentials and etcd_tls grants, not {self.purpose}")
+        if self.endpoints is not None and self.purpose not in (
+            "s3_credentials",
+            "etcd_tls",
+            "prometheus_token",
+        ):
+            raise ValueError(
+                f"`endpoints` scopes s3_credentials, etcd_tls and prometheus_token grants, not {self.purpose}"
+            )
         return self
 
 
@@ -141,6 +178,8 @@ class PolicyFile(_Section):
     clusters: dict[str, ClusterSection] = Field(default_factory=dict)
     s3: S3Section = Field(default_factory=S3Section)
     etcd: EtcdSection = Field(default_factory=EtcdSection)
+    http: HttpSection = Field(default_factory=HttpSection)
+    prometheus: PrometheusSection = Field(default_factory=PrometheusSection)
     secrets: dict[str, GrantSection] = Field(default_factory=dict)
 
     @field_validator("clusters", "secrets")

@@ -13,7 +13,17 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from pitstop.policy.effective import BUILT_IN, ClusterRule, Dir, EtcdRule, Grant, S3Rule, WorkerPolicy
+from pitstop.policy.effective import (
+    BUILT_IN,
+    ClusterRule,
+    Dir,
+    EtcdRule,
+    Grant,
+    HttpRule,
+    PrometheusRule,
+    S3Rule,
+    WorkerPolicy,
+)
 from pitstop.policy.errors import PolicyError
 from pitstop.policy.model import PolicyFile
 from pitstop.policy.urls import normalize_endpoint
@@ -100,7 +110,8 @@ def resolve(
     clusters = _clusters(r, parsed)
     s3 = _s3_rules(r, parsed)
     etcd = _etcd_rules(r, parsed)
-    secrets = _secrets(r, parsed, s3, etcd)
+    prometheus = _prometheus_rules(r, parsed)
+    secrets = _secrets(r, parsed, s3, etcd, prometheus)
     return WorkerPolicy(
         source=source,
         source_origin=why,
@@ -118,6 +129,8 @@ def resolve(
         clusters=clusters,
         s3=tuple(s3),
         etcd=tuple(etcd),
+        http=tuple(_http_rules(r, parsed)),
+        prometheus=tuple(prometheus),
         secrets=secrets,
     )
 
@@ -133,6 +146,7 @@ def _clusters(r: _Resolver, parsed: PolicyFile) -> dict[str, ClusterRule]:
             in_cluster=section.in_cluster,
             allow_exec=section.allow_exec,
             known_hosts=r.path(section.known_hosts, *at, "known_hosts") if section.known_hosts else None,
+            allow_delete_in=tuple(section.allow_delete_in),
             origin=r.origin(*at),
         )
     return clusters
@@ -171,14 +185,52 @@ def _etcd_rules(r: _Resolver, parsed: PolicyFile) -> list[EtcdRule]:
     return etcd
 
 
-def _secrets(r: _Resolver, parsed: PolicyFile, s3: list[S3Rule], etcd: list[EtcdRule]) -> dict[str, Grant]:
+def _http_rules(r: _Resolver, parsed: PolicyFile) -> list[HttpRule]:
+    rules: list[HttpRule] = []
+    for i, url in enumerate(parsed.http.endpoints):
+        try:
+            normalized = normalize_endpoint(url)
+        except ValueError as exc:
+            raise r.error(f"http.endpoints: {exc}", "http", "endpoints", i) from None
+        if normalized == "aws":
+            raise r.error("http.endpoints: give scheme://host:port, not 'aws'", "http", "endpoints", i)
+        rules.append(HttpRule(endpoint=normalized, shown=url, origin=r.origin("http", "endpoints", i)))
+    return rules
+
+
+def _prometheus_rules(r: _Resolver, parsed: PolicyFile) -> list[PrometheusRule]:
+    rules: list[PrometheusRule] = []
+    for i, url in enumerate(parsed.prometheus.endpoints):
+        loc = ("prometheus", "endpoints", i)
+        try:
+            normalized = normalize_endpoint(url)
+        except ValueError as exc:
+            raise r.error(f"prometheus.endpoints: {exc}", *loc) from None
+        if normalized == "aws":
+            raise r.error("prometheus.endpoints: give scheme://host:port, not 'aws'", *loc)
+        rules.append(PrometheusRule(endpoint=normalized, shown=url, origin=r.origin(*loc)))
+    return rules
+
+
+def _secrets(
+    r: _Resolver,
+    parsed: PolicyFile,
+    s3: list[S3Rule],
+    etcd: list[EtcdRule],
+    prometheus: list[PrometheusRule] | None = None,
+) -> dict[str, Grant]:
     secrets: dict[str, Grant] = {}
     for name, grant in parsed.secrets.items():
         endpoints: tuple[str, ...] | None = None
         if grant.endpoints is not None:
-            rules: list[S3Rule] | list[EtcdRule] = s3 if grant.purpose == "s3_credentials" else etcd
+            # Each endpoint-scoped purpose is scoped against its own section's endpoints.
+            by_purpose: dict[str, tuple[str, list[S3Rule] | list[EtcdRule] | list[PrometheusRule]]] = {
+                "s3_credentials": ("s3.endpoints", s3),
+                "etcd_tls": ("etcd.endpoints", etcd),
+                "prometheus_token": ("prometheus.endpoints", prometheus or []),
+            }
+            where, rules = by_purpose[grant.purpose]
             known = {rule.endpoint for rule in rules}
-            where = "s3.endpoints" if grant.purpose == "s3_credentials" else "etcd.endpoints"
             listed = []
             for i, url in enumerate(grant.endpoints):
                 loc = ("secrets", name, "endpoints", i)

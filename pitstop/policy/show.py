@@ -61,6 +61,18 @@ def policy_view(policy: WorkerPolicy) -> Group:
         etcd.add_row(etcd_rule.shown, etcd_rule.origin)
     etcd.add_row("this run's own scratch member (etcd.scratch_member)", "built-in default")
 
+    http = _table("http", "endpoint", "from")
+    for http_rule in policy.http:
+        http.add_row(http_rule.shown, http_rule.origin)
+    if not http.rows:
+        http.add_row("(none)", "built-in default: every http endpoint is refused")
+
+    prometheus = _table("prometheus", "endpoint", "from")
+    for prometheus_rule in policy.prometheus:
+        prometheus.add_row(prometheus_rule.shown, prometheus_rule.origin)
+    if not prometheus.rows:
+        prometheus.add_row("(none)", "built-in default: every Prometheus and Alertmanager is refused")
+
     secrets = _table("secrets", "name", "may be used as", "only for", "from")
     for name, grant in sorted(policy.secrets.items()):
         scope = grant.clusters or grant.endpoints
@@ -76,7 +88,7 @@ def policy_view(policy: WorkerPolicy) -> Group:
         else f"only those in the runbook directory {policy.runbook_dir.path}",
         policy.runbooks_origin,
     )
-    return Group(header, runbooks, files, clusters, s3, etcd, secrets)
+    return Group(header, runbooks, files, clusters, s3, etcd, http, prometheus, secrets)
 
 
 def policy_summary(policy: WorkerPolicy) -> str:
@@ -94,6 +106,8 @@ def policy_summary(policy: WorkerPolicy) -> str:
         f"clusters {', '.join(clusters) or 'none'}",
         f"S3 {', '.join(r.shown for r in policy.s3) or 'none'}",
         f"etcd {', '.join(r.shown for r in policy.etcd) or 'none'}",
+        f"http {', '.join(r.shown for r in policy.http) or 'none'}",
+        f"prometheus {', '.join(r.shown for r in policy.prometheus) or 'none'}",
         f"secrets {', '.join(f'{n} ({g.purpose})' for n, g in sorted(policy.secrets.items())) or 'none'}",
     ]
     return "; ".join(parts)

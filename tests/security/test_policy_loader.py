@@ -119,12 +119,12 @@ def test_the_stack_policy_in_the_home_is_picked_up_by_default(tmp_path: Path) ->
         (
             "secrets:\n  a: {purpose: ssh}\n",
             "policy.yaml:2:16: invalid value for 'secrets.a.purpose' in the worker policy: input should be "
-            "'ssh_key', 'ssh_known_hosts', 's3_credentials' or 'etcd_tls'",
+            "'ssh_key', 'ssh_known_hosts', 's3_credentials', 'etcd_tls' or 'prometheus_token'",
         ),
         (
             "secrets:\n  a: {purpose: ssh_key, endpoints: [aws]}\n",
             "policy.yaml:2:6: invalid value for 'secrets.a' in the worker policy: `endpoints` scopes "
-            "s3_credentials and etcd_tls grants, not ssh_key",
+            "s3_credentials, etcd_tls and prometheus_token grants, not ssh_key",
         ),
         (
             "s3:\n  endpoints:\n    - {url: 'https://s3.example.com/bucket', buckets: ['*']}\n",

@@ -75,7 +75,8 @@ def test_a_healthy_member_has_no_problem() -> None:
     assert (health.members, health.answered, health.quorum, health.leader) == (1, 1, 1, MEMBER)
     assert health.problems == []
     slow = judge(members, [member], [], **_judge(max_fsync_p99_ms=2))
-    assert slow.problems == [f"{ENDPOINT}: WAL fsync p99 3.9 ms (at most 2 ms: the disk is too slow for etcd)"]
+    said = f"{ENDPOINT}: WAL fsync p99 3.9 ms (at most 2 ms: the disk is too slow for etcd)"
+    assert slow.problems == [said]
 
 
 def test_nospace_is_an_alarm_and_the_database_is_near_its_quota() -> None:
