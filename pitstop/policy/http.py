@@ -10,33 +10,12 @@ an allowed server cannot send the worker on to one that is not.
 from __future__ import annotations
 
 from pitstop.policy.effective import WorkerPolicy
-from pitstop.policy.errors import ASK_OPERATOR, policy_violation
 from pitstop.policy.load import current_policy
-from pitstop.policy.urls import normalize_endpoint
-
-
-def endpoint_of(url: str) -> str:
-    """`scheme://host:port` of a URL that may carry a path (ValueError naming the problem)."""
-    from urllib.parse import urlsplit
-
-    parts = urlsplit(url.strip())
-    if parts.username is not None or parts.password is not None:
-        raise ValueError(f"{url!r} carries user information; credentials belong in secrets")
-    return normalize_endpoint(f"{parts.scheme}://{parts.netloc}")
+from pitstop.policy.urls import allowed_server
 
 
 def check_http(url: str, what: str, policy: WorkerPolicy | None = None) -> str:
     """The normalized endpoint of `url` when the policy allows it; else a PolicyViolation."""
     policy = policy or current_policy()
-    try:
-        endpoint = endpoint_of(url)
-    except ValueError as exc:
-        raise policy_violation(f"{what}: url {exc}", fix=None) from None
-    if endpoint not in {rule.endpoint for rule in policy.http}:
-        listed = ", ".join(rule.shown for rule in policy.http) or "none"
-        raise policy_violation(
-            f"{what}: {url} is not an endpoint this worker may send requests to (policy http.endpoints: "
-            f"{listed})",
-            fix=ASK_OPERATOR,
-        )
-    return endpoint
+    refusal = "an endpoint this worker may send requests to (policy http.endpoints"
+    return allowed_server(url, what, policy.http, refusal=refusal)

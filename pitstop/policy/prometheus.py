@@ -12,36 +12,13 @@ send the worker on to one that is not.
 
 from __future__ import annotations
 
-from urllib.parse import urlsplit
-
 from pitstop.policy.effective import WorkerPolicy
-from pitstop.policy.errors import ASK_OPERATOR, policy_violation
 from pitstop.policy.load import current_policy
-from pitstop.policy.urls import normalize_endpoint
-
-
-def prometheus_endpoint(url: str) -> str:
-    """`scheme://host:port` of a URL that may carry a path; ValueError naming the problem."""
-    parts = urlsplit(url.strip())
-    if parts.username is not None or parts.password is not None:
-        raise ValueError(f"{url!r} carries user information; credentials belong in secrets")
-    if parts.query or parts.fragment:
-        raise ValueError(f"{url!r} has a query or fragment; give the server's base URL")
-    return normalize_endpoint(f"{parts.scheme}://{parts.netloc}")
+from pitstop.policy.urls import allowed_server
 
 
 def check_prometheus(url: str, what: str, policy: WorkerPolicy | None = None) -> str:
     """The normalized endpoint of `url` when the policy allows it; else a PolicyViolation."""
     policy = policy or current_policy()
-    try:
-        endpoint = prometheus_endpoint(url)
-    except ValueError as exc:
-        raise policy_violation(f"{what}: url {exc}", fix=None) from None
-    if endpoint not in {rule.endpoint for rule in policy.prometheus}:
-        listed = ", ".join(rule.shown for rule in policy.prometheus) or "none"
-        raise policy_violation(
-            f"{what}: {url} is not a Prometheus or Alertmanager this worker may query (policy "
-            f"prometheus.endpoints: {listed})",
-            fix=ASK_OPERATOR,
-        )
-    return endpoint
+    refusal = "a Prometheus or Alertmanager this worker may query (policy prometheus.endpoints"
+    return allowed_server(url, what, policy.prometheus, refusal=refusal, base_only=True)

@@ -8,6 +8,8 @@ that the policy treats as one.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+from typing import Protocol
 from urllib.parse import urlsplit
 
 AWS = "aws"
@@ -37,3 +39,40 @@ def normalize_endpoint(url: str) -> str:
     if ":" in host:  # IPv6 literal
         host = f"[{host}]"
     return f"{scheme}://{host}:{port or _DEFAULT_PORTS[scheme]}"
+
+
+def server_of(url: str, *, base_only: bool = False) -> str:
+    """`scheme://host:port` of a URL that may carry a path (a route prefix, a proxy path);
+    `base_only` also refuses a query or fragment. ValueError naming the problem."""
+    parts = urlsplit(url.strip())
+    if parts.username is not None or parts.password is not None:
+        raise ValueError(f"{url!r} carries user information; credentials belong in secrets")
+    if base_only and (parts.query or parts.fragment):
+        raise ValueError(f"{url!r} has a query or fragment; give the server's base URL")
+    return normalize_endpoint(f"{parts.scheme}://{parts.netloc}")
+
+
+class EndpointRule(Protocol):
+    @property
+    def endpoint(self) -> str: ...
+
+    @property
+    def shown(self) -> str: ...
+
+
+def allowed_server(
+    url: str, what: str, rules: Iterable[EndpointRule], *, refusal: str, base_only: bool = False
+) -> str:
+    """The server of `url` when one of `rules` lists it; else a PolicyViolation saying
+    "`what`: `url` is not `refusal` (policy ...: listed)"."""
+    from pitstop.policy.errors import ASK_OPERATOR, policy_violation
+
+    listed = list(rules)
+    try:
+        endpoint = server_of(url, base_only=base_only)
+    except ValueError as exc:
+        raise policy_violation(f"{what}: url {exc}", fix=None) from None
+    if endpoint not in {rule.endpoint for rule in listed}:
+        shown = ", ".join(rule.shown for rule in listed) or "none"
+        raise policy_violation(f"{what}: {url} is not {refusal}: {shown})", fix=ASK_OPERATOR)
+    return endpoint

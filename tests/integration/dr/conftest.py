@@ -23,6 +23,10 @@ from pitstop_sim import SimCluster, SimConfig, parse_scenario
 
 # The engine fixtures (a worker with every registered activity, `run` a runbook to its end).
 from tests.integration.engine.conftest import engine_worker, run, start_run  # noqa: F401
+
+# What a worker next to moto has (any credentials, no AWS endpoint of its own): the etcd
+# tests' autouse fixture, the same here.
+from tests.integration.etcd.conftest import aws_env  # noqa: F401
 from tests.policy_site import PolicyLayer
 
 if TYPE_CHECKING:
@@ -44,16 +48,6 @@ platform:
   kubernetes_version: v1.30.6
   control_plane: {nodes: 1, name_prefix: cp-}
 """
-
-
-@pytest.fixture(autouse=True)
-def aws_env(monkeypatch: pytest.MonkeyPatch) -> None:
-    """What a worker next to moto has: any credentials, no AWS endpoint or profile of its own."""
-    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "testing")
-    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "testing")
-    monkeypatch.setenv("AWS_DEFAULT_REGION", "us-east-1")
-    for name in ("AWS_ENDPOINT_URL", "AWS_ENDPOINT_URL_S3", "AWS_PROFILE", "AWS_SESSION_TOKEN"):
-        monkeypatch.delenv(name, raising=False)
 
 
 @pytest.fixture
