@@ -149,6 +149,8 @@ async def test_step(call: ModuleCall) -> ModuleResult:
 async def test_read(call: ModuleCall) -> ModuleResult:
     CALLS.append((call.host, call.task_path, dict(call.args)))
     value = ReadArgs.model_validate(call.args).value
+    if value == "raise":  # a local activity that fails as modules do (an ApplicationError)
+        raise ApplicationError("read refused", type="PreconditionFailed", non_retryable=True)
     return ModuleResult(changed=False, msg=f"read {value}", data={"value": value})
 
 

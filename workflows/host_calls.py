@@ -140,3 +140,8 @@ async def call_activity(
         message = cause.message if isinstance(cause, FailureError) else str(err)
         kind = cause.type if isinstance(cause, ApplicationError) and cause.type else None
         return ModuleResult(failed=True, msg=f"{kind}: {message}" if kind else message)
+    except ApplicationError as err:
+        # temporalio 1.35 resolves a failed *local* activity with the activity's own
+        # ApplicationError, not wrapped in an ActivityError: still the task's failure (for
+        # ignore_errors, rescue, failed_when), never the host workflow's.
+        return ModuleResult(failed=True, msg=f"{err.type}: {err.message}" if err.type else err.message)

@@ -366,3 +366,36 @@ async def test_run_once_with_many_hosts_starting_at_once_runs_once_and_every_hos
     assert report.status == "succeeded", report.msg
     [owner] = [h for h, t, _ in CALLS if t == "crowd/0"]
     assert sorted(a["value"] for _, t, a in CALLS if t == "crowd/1") == [f"saw {owner}"] * 10
+
+
+async def test_a_failing_local_activity_is_a_failed_task_that_ignore_errors_and_rescue_see(
+    run: RunFn,
+) -> None:
+    # test.read runs as a local activity (like ssh.facts): its ApplicationError must reach the
+    # task as a failed result, not fail the host workflow past ignore_errors and rescue.
+    report = await run(
+        """
+        name: local-failure
+        stages:
+          - name: s
+            hosts: all
+            tasks:
+              - name: ignored
+                test.read: {value: raise}
+                ignore_errors: true
+              - name: guarded
+                block:
+                  - name: inner
+                    test.read: {value: raise}
+                rescue:
+                  - name: rescued
+                    test.step: {value: "rescued {{ ansible_failed_result.msg }}"}
+        """,
+        hosts_inventory(1),
+    )
+    assert report.status == "succeeded", report.msg
+    (host,) = report.stages[0].hosts
+    tasks = outcomes(host)
+    assert tasks["ignored"].status == "ignored"
+    assert tasks["ignored"].msg == "PreconditionFailed: read refused"
+    assert values("s/1/rescue/0") == ["rescued PreconditionFailed: read refused"]
