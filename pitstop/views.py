@@ -3,9 +3,11 @@ and `pitstop demo`."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from datetime import datetime
 
 from rich.console import Group
+from rich.progress_bar import ProgressBar
 from rich.table import Table
 from rich.text import Text
 
@@ -46,6 +48,24 @@ def requester_said(requested_by: str, requester: Requester | None) -> str:
     return f"{requested_by} (unverified)"
 
 
+# Hosts in flight named per stage; a 10,000-host stage says how many more.
+IN_FLIGHT_SHOWN = 5
+_ENDED = ("ok", "failed", "skipped", "aborted")
+
+
+def stage_progress(hosts: Mapping[str, str]) -> tuple[int, int, list[str]]:
+    """(hosts ended, hosts in all, hosts running) of one stage."""
+    ended = sum(1 for state in hosts.values() if state in _ENDED)
+    return ended, len(hosts), [h for h, state in hosts.items() if state == "running"]
+
+
+def how_to_decide(run_id: str, gate: GateState) -> str:
+    """The command that answers an open gate, for the people allowed to."""
+    who = ", ".join(gate.rule.approvers[:5]) + (" …" if len(gate.rule.approvers) > 5 else "")
+    verified = " (verified votes: Slack, or the CLI with the vote key)" if gate.rule.require_verified else ""
+    return f"pitstop approve {run_id} --gate {gate.rule.gate_id}   # {who}{verified}"
+
+
 def status_view(status: RunStatus) -> Group:
     head = Text.assemble(
         (status.runbook, "bold"),
@@ -57,6 +77,8 @@ def status_view(status: RunStatus) -> Group:
     stages = Table(title="stages", title_justify="left")
     stages.add_column("stage")
     stages.add_column("status")
+    stages.add_column("progress")
+    stages.add_column("ended", justify="right")
     stages.add_column("hosts")
     stages.add_column("note")
     for stage in status.stages:
@@ -64,13 +86,24 @@ def status_view(status: RunStatus) -> Group:
         for value in stage.hosts.values():
             counts[value] = counts.get(value, 0) + 1
         summary = ", ".join(f"{v} {k}" for k, v in sorted(counts.items()))
+        ended, total, running = stage_progress(stage.hosts)
+        if running:
+            named = ", ".join(running[:IN_FLIGHT_SHOWN])
+            more = f" +{len(running) - IN_FLIGHT_SHOWN}" if len(running) > IN_FLIGHT_SHOWN else ""
+            summary += f"\nin flight: {named}{more}"
+        bar = ProgressBar(total=max(total, 1), completed=ended, width=20)
         note = stage.rollback_reason or stage.blocked_reason or ""
         if stage.wave and not stage.rollback_reason:
             note = f"wave {stage.wave}" + (f"; {note}" if note else "")
-        stages.add_row(stage.name, styled(stage.status), summary, note)
+        stages.add_row(stage.name, styled(stage.status), bar, f"{ended}/{total}", summary, note)
     parts: list[Table | Text] = [head, stages]
     if status.gates:
         parts.append(gates_table(status.gates))
+        parts.extend(
+            Text(f"to decide: {how_to_decide(status.run_id, g)}", style="yellow")
+            for g in status.gates
+            if g.status == "open"
+        )
     if status.rollback_reason:
         parts.append(Text(f"rollback: {status.rollback_reason}", style="magenta"))
     parts.extend(Text(f"{a.name}: {a.uri}", style="cyan") for a in status.artifacts)
