@@ -16,6 +16,7 @@ import logging
 import os
 import time
 import uuid
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -23,6 +24,7 @@ from rich.console import Console
 from rich.live import Live
 from rich.table import Table
 from temporalio.client import Client, WorkflowHandle, WorkflowUpdateFailedError
+from temporalio.worker import Interceptor
 
 from pitstop.bundle import collect
 from pitstop.contracts import Decision, RunReport, RunRequest
@@ -34,6 +36,8 @@ from pitstop.views import report_view, status_view, styled, ui_link
 from workflows.runbook import RunbookWorkflow
 
 if TYPE_CHECKING:
+    from pitstop.demo.prometheus_watch import CordonWatch
+    from pitstop.metrics.worker import WorkerMetrics
     from pitstop.worker_app import WorkerKeys
 
 
@@ -105,6 +109,7 @@ async def run_demo(
     console = console or Console(width=None if Console().is_terminal else 160)
     started = time.monotonic()
     stack = _start_stack(home, codec, console, started)
+    watch, metrics = _watch_with_prometheus(stack, console)
     workdir = home / "demo" / time.strftime("%Y%m%d-%H%M%S")
     with console.status("starting the rehearsal cluster (12 GPU nodes, 3 failure domains, SSH per node)…"):
         sim = dm.start_cluster(workdir)
@@ -123,10 +128,20 @@ async def run_demo(
         run_id = f"demo-{time.strftime('%Y%m%d-%H%M%S')}"
         keys = WorkerKeys.load(stack.home)
         request = _request(dm.RUNBOOK, inventory, keys.vote, run_id)
-        report, link = await _follow_run(client, request, run_id, stack, keys, console, interactive, approver)
+        sample = (lambda: watch.sample(sim)) if watch is not None else None
+        interceptors = metrics.interceptors if metrics is not None else []
+        report, link = await _follow_run(
+            client, request, run_id, stack, keys, console, interactive, approver, interceptors, sample
+        )
         verdict = dm.judge(sim, report, target, per_domain_limit)
+        if watch is not None:
+            console.print(watch.said())
+            if not watch.matched:
+                verdict.problems.append(watch.said())
     finally:
         sim.stop()
+        if metrics is not None:
+            metrics.stop()
     _print_outcome(console, report, verdict, link, started)
     await _write_report(client, run_id, stack.home / "reports", console)
     return 0 if verdict.ok else 1
@@ -147,13 +162,31 @@ async def _write_report(client: Client, run_id: str, out: Path, console: Console
 
 
 def _start_stack(home: Path, codec: bool, console: Console, started: float) -> DevStack:
-    """The embedded stack of `home` (saved or from the environment), up, and this process on it."""
+    """The embedded stack of `home` (saved or from the environment), up, and this process on it;
+    with its Prometheus when Debian's `prometheus` is installed (the demo goes on without it)."""
+    from pitstop.demo import prometheus_watch
+
     config = StackConfig.saved(home) or StackConfig.from_env(base=StackConfig(home=home))
     if codec:
         config = config.model_copy(update={"codec": True})
+    if prometheus_watch.available() and "prometheus" not in config.parts:
+        with_prometheus = DevStack(config.model_copy(update={"parts": (*config.parts, "prometheus")}))
+        try:
+            with console.status("starting the embedded stack (Temporal, S3, etcd, Prometheus)…"):
+                with_prometheus.up()
+        except Exception as exc:  # a taken port, a broken package: the demo runs without it
+            console.print(
+                f"[yellow]the stack's Prometheus did not start ({exc}); going on without it[/yellow]"
+            )
+        else:
+            return _on_stack(with_prometheus, console, started)
     stack = DevStack(config)
     with console.status("starting the embedded stack (Temporal, S3, etcd)…"):
         stack.up()
+    return _on_stack(stack, console, started)
+
+
+def _on_stack(stack: DevStack, console: Console, started: float) -> DevStack:
     # The in-process worker runs under the policy `up` wrote into the stack's home, and the
     # rehearsal cluster is registered with it there, as with a worker started by hand.
     os.environ["PITSTOP_HOME"] = str(stack.home)
@@ -178,6 +211,23 @@ def _request(runbook: Path, inventory: Path, vote_key: KeyRing | None, run_id: s
     return request
 
 
+def _watch_with_prometheus(
+    stack: DevStack, console: Console
+) -> tuple[CordonWatch | None, WorkerMetrics | None]:
+    """With the stack's Prometheus: the worker's /metrics where it scrapes, and a watch that
+    compares its count of cordoned nodes with the cluster's while the run goes."""
+    if "prometheus" not in stack.parts:
+        return None, None
+    from pitstop.demo.prometheus_watch import CordonWatch, start_worker_metrics
+
+    metrics, address = start_worker_metrics()
+    if metrics is None:
+        console.print(f"[yellow]the worker's /metrics could not be served ({address})[/yellow]")
+        return None, None
+    console.print(f"Prometheus {stack.prometheus_url} scrapes the worker's /metrics at {address}")
+    return CordonWatch(stack.prometheus_url, "rehearsal"), metrics
+
+
 async def _follow_run(
     client: Client,
     request: RunRequest,
@@ -187,13 +237,16 @@ async def _follow_run(
     console: Console,
     interactive: bool,
     approver: str,
+    interceptors: Sequence[Interceptor] = (),
+    sample: Callable[[], None] | None = None,
 ) -> tuple[RunReport, str]:
     """Start the run on an in-process worker, show its status live (answering its gates unless
-    `interactive`) until it ends; its report and its link in the Temporal UI."""
+    `interactive`) until it ends, calling `sample` (off the event loop) at each refresh; its
+    report and its link in the Temporal UI."""
     from pitstop.worker_app import build_worker
 
     task_queue = f"pitstop-demo-{uuid.uuid4().hex[:6]}"
-    async with build_worker(client, task_queue, keys=keys):
+    async with build_worker(client, task_queue, keys=keys, extra_interceptors=interceptors):
         handle = await client.start_workflow(
             "RunbookWorkflow", request, id=run_id, task_queue=task_queue, result_type=RunReport
         )
@@ -210,6 +263,8 @@ async def _follow_run(
         with Live(console=console, refresh_per_second=4, transient=True) as live:
             while not result.done():
                 live.update(status_view(await handle.query(RunbookWorkflow.status)))
+                if sample is not None:
+                    await asyncio.to_thread(sample)
                 await asyncio.wait([result], timeout=0.5)
         if voter is not None:
             voter.cancel()

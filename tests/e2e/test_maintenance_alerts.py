@@ -28,6 +28,7 @@ from temporalio.client import Client, WorkflowHandle
 from activities import ACTIVITIES
 from pitstop.contracts import RunReport
 from pitstop.demo import maintenance as dm
+from pitstop.demo.prometheus_watch import cordoned_by_pitstop
 from pitstop.devstack import DevStack, free_port, free_ports_config
 from pitstop.metrics.server import start_metrics
 from pitstop.metrics.worker import WorkerMetrics
@@ -112,12 +113,7 @@ def rehearsal(
 
 
 def _cordoned_by_pitstop(rehearsal: Rehearsal) -> set[str]:
-    return {
-        node["metadata"]["name"]
-        for node in rehearsal.sim.list("nodes")
-        if node["spec"].get("unschedulable")
-        and "pitstop.dev/cordoned-by" in (node["metadata"].get("annotations") or {})
-    }
+    return cordoned_by_pitstop(rehearsal.sim)
 
 
 def _prometheus_cordoned(prometheus: DevStack) -> int | None:
