@@ -53,7 +53,16 @@ def wave_replicas(call: ModuleCall, args: WaveReplicasArgs) -> ModuleResult:
     kube = kube_for(call)
     deployments = _listed(kube, "/apis/apps/v1", "deployments", args.namespaces)
     replica_sets = _listed(kube, "/apis/apps/v1", "replicasets", args.namespaces)
-    pods = _listed(kube, "/api/v1", "pods", args.namespaces)
+    # Streamed page by page, keeping only the wave's pods: a 10,000-node cluster's pods never
+    # sit in memory at once.
+    on_wave = set(args.nodes)
+    paths = [f"/api/v1/namespaces/{ns}/pods" for ns in args.namespaces] or ["/api/v1/pods"]
+    pods = [
+        pod
+        for path in paths
+        for pod in kube.iterate(path)
+        if (pod.get("spec") or {}).get("nodeName") in on_wave
+    ]
     shares = wave_shares(
         deployments, replica_sets, pods, args.nodes, max_percent=args.max_percent, gpu_only=args.gpu_only
     )

@@ -20,7 +20,7 @@ from temporalio.exceptions import ApplicationError
 from temporalio.worker import ActivityInboundInterceptor, ExecuteActivityInput, Interceptor
 
 from pitstop.contracts import ModuleCall, ModuleResult
-from pitstop.metrics.cordoned import cluster_of, observe_cordoned
+from pitstop.metrics.cordoned import cluster_of, known_cluster, observe_cordoned
 from pitstop.metrics.registry import DRAIN_SECONDS, MODULE_FAILURES
 
 log = logging.getLogger("pitstop.metrics")
@@ -73,7 +73,7 @@ class _MetricsInbound(ActivityInboundInterceptor):
     @staticmethod
     def _timed(module: str, call: ModuleCall | None, started: float, *, ok: bool) -> None:
         if module == DRAIN and call is not None and not call.check_mode:
-            DRAIN_SECONDS.labels(cluster_of(call), "ok" if ok else "failed").observe(
+            DRAIN_SECONDS.labels(known_cluster(call), "ok" if ok else "failed").observe(
                 time.monotonic() - started
             )
 

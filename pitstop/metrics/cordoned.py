@@ -25,6 +25,20 @@ def cluster_of(call: ModuleCall) -> str:
     return call.cluster.name if call.cluster else "default cluster"
 
 
+def known_cluster(call: ModuleCall) -> str:
+    """The call's cluster as a label, or "unknown": an inventory names its cluster, and a hostile
+    one naming a new cluster per run must not add series (a drain there fails the policy anyway)."""
+    from pitstop.policy.clusters import known_clusters
+    from pitstop.policy.load import current_policy
+
+    name = cluster_of(call)
+    try:
+        known = call.cluster is None or name in known_clusters(current_policy())
+    except Exception:  # a metric never fails a task
+        known = False
+    return name if known else "unknown"
+
+
 def observe_cordoned(call: ModuleCall) -> int:
     """Read and publish the count for `call`'s cluster (blocking: run it on a thread)."""
     # Imported here: the Kubernetes client is the activities' (and a worker needs it anyway).

@@ -126,10 +126,17 @@ class RunsCollector(Collector):
         )
         now = time.time()
         ages = GaugeMetricFamily(
-            "pitstop_gate_waiting_seconds", "How long each open gate has waited.", labels=["run_id", "gate"]
+            "pitstop_gate_waiting_seconds",
+            "How long the oldest open gate of each run and gate rule has waited (a per-host gate "
+            "`name@host` counts under `name`: one series per rule, not per host).",
+            labels=["run_id", "gate"],
         )
+        oldest: dict[tuple[str, str], float] = {}
         for gate in snap.gates:
-            ages.add_metric([gate.run_id, gate.gate], max(0.0, now - gate.opened_at))
+            key = (gate.run_id, gate.gate.split("@", 1)[0])
+            oldest[key] = max(oldest.get(key, 0.0), now - gate.opened_at)
+        for (run_id, rule), age in sorted(oldest.items()):
+            ages.add_metric([run_id, rule], max(0.0, age))
         yield ages
         yield GaugeMetricFamily(
             "pitstop_gate_oldest_waiting_seconds",

@@ -69,7 +69,9 @@ def install_sdk_runtime() -> str:
 
 def _sdk_text(url: str) -> tuple[bytes, bool]:
     try:
-        with urllib.request.urlopen(url, timeout=SDK_FETCH_TIMEOUT) as response:
+        # Loopback, never through an environment proxy (HTTP_PROXY would answer instead).
+        opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+        with opener.open(url, timeout=SDK_FETCH_TIMEOUT) as response:
             return response.read(), True
     except OSError as exc:
         log.warning("Temporal SDK metrics not read from %s: %s", url, exc)

@@ -110,6 +110,15 @@ class KindRef(BaseModel):
     api_version: str = Field(description="e.g. kueue.x-k8s.io/v1beta1")
     kind: str = Field(description="e.g. ClusterQueue")
 
+    @field_validator("kind")
+    @classmethod
+    def _not_secret_bearing(cls, value: str) -> str:
+        # An export is YAML in a bucket: a Secret's values (or a ServiceAccount token's) would
+        # be written there in clear, whatever the runbook meant. Back them up with the secret store.
+        if value in ("Secret", "ServiceAccountToken", "TokenRequest"):
+            raise ValueError(f"{value} objects are never exported (their values would be stored in clear)")
+        return value
+
 
 DEFAULT_KINDS: list[dict[str, str]] = [
     {"api_version": "kueue.x-k8s.io/v1beta1", "kind": "ClusterQueue"},
@@ -154,6 +163,16 @@ class HttpTarget(BaseModel):
     @classmethod
     def _strip(cls, value: object) -> object:
         return value.strip() if isinstance(value, str) else value
+
+    @model_validator(mode="after")
+    def _tls_is_https(self) -> Self:
+        # The policy allowed scheme://host:port; a handshake on another port (an http URL's
+        # default 80 vs 443) would reach a server it did not allow.
+        # (A template is judged once rendered: the activity parses its arguments again.)
+        rendered = "{{" not in self.url
+        if self.kind == "tls" and self.url and rendered and not self.url.lower().startswith("https://"):
+            raise ValueError(f"target {self.name!r}: a tls check needs an https:// URL, got {self.url!r}")
+        return self
 
 
 class HttpCheckArgs(ModuleArgs):

@@ -33,6 +33,15 @@ class PromEndpointArgs(ModuleArgs):
     )
     verify_tls: bool = Field(default=True, description="Check the server's TLS certificate (https).")
 
+    @model_validator(mode="after")
+    def _token_only_to_a_verified_server(self) -> Self:
+        # Whoever answers an unverified handshake would get the granted bearer token.
+        if self.token is not None and not self.verify_tls:
+            raise ValueError(
+                "a `token` goes only to a server whose certificate is verified (verify_tls: true)"
+            )
+        return self
+
 
 class PromQueryArgs(PromEndpointArgs):
     """One PromQL query, judged per series; fails the task when the threshold is not met."""
@@ -150,9 +159,8 @@ ALERTS: ModuleSpec[PromAlertsArgs] = ModuleSpec(
     start_to_close=timedelta(minutes=2),
     retry=_RETRY,
 )
-# Not local activities: with temporalio 1.35 a local activity's error reaches the host workflow
-# as the ApplicationError itself (not an ActivityError), which the engine does not turn into a
-# failed task, so `ignore_errors` and `rescue` would not see it.
+# Regular activities, not local ones: a query is a network round trip that a Prometheus under
+# load may make slow, and a regular activity's heartbeat and timeout are the server's to watch.
 # Raised by both when nothing answers: retried (a Prometheus restarting is not a verdict).
 UNAVAILABLE = ErrorType.PROMETHEUS_UNAVAILABLE
 

@@ -268,7 +268,12 @@ def test_the_acceptance_calls_run_the_engine_under_test() -> None:
     assert releases <= set(variables["probe_vllm_min_driver"])
     calls = re.findall(r'bench: ("\{\{ acceptance_bench \| combine.*\}\}")', RUNBOOK.read_text())
     assert len(calls) == 2  # the preflight's baseline, then the acceptance stage
-    scope = {**variables, "inventory": {"current": {"vllm": "v0.6.3"}}}
+    current = {"current": {"vllm": "v0.6.3"}}
+    scope = {
+        **variables,
+        "inventory": current,
+        "hostvars": {"localhost": {"preflight": {"inventory": current}}},
+    }
     before, after = (render(YAML(typ="safe").load(call), scope) for call in calls)
     assert before["inference"]["image"] == "vllm/vllm-openai:v0.6.3"
     assert after["inference"]["image"] == "vllm/vllm-openai:" + variables["targets"]["vllm"]
@@ -277,3 +282,13 @@ def test_the_acceptance_calls_run_the_engine_under_test() -> None:
         AcceptanceArgs.model_validate({"bench": bench})
         assert documented[bench["inference"]["image"]] == " ".join(bench["inference"]["command"])
         assert bench["training"] == variables["acceptance_bench"]["training"]
+
+
+def test_a_cluster_without_vllm_runs_the_probe_as_given() -> None:
+    variables = _yaml(RUNBOOK)["vars"]
+    calls = re.findall(r'bench: ("\{\{ acceptance_bench \| combine.*\}\}")', RUNBOOK.read_text())
+    none: dict[str, Any] = {"current": {}}
+    scope = {**variables, "inventory": none, "hostvars": {"localhost": {"preflight": {"inventory": none}}}}
+    for call in calls:
+        bench = render(YAML(typ="safe").load(call), scope)
+        assert bench["inference"]["image"] == variables["acceptance_bench"]["inference"]["image"]

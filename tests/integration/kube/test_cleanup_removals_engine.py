@@ -75,7 +75,16 @@ stages:
   - name: cleanup
     hosts: localhost
     tasks:
-      - import_tasks: tasks/cleanup-removals.yaml
+      # As platform-upgrade.yaml's cleanup stage wraps it: what is not deleted is left for later.
+      - name: Objects the new releases no longer ship
+        block:
+          - import_tasks: tasks/cleanup-removals.yaml
+        rescue:
+          - name: Left for later, in the change record
+            set_fact:
+              cleanup_left: "not deleted ({{ ansible_failed_task.name }}: {{ ansible_failed_result.msg }})"
+      - name: What the change record lists
+        debug: "{{ cleanup_left | default('nothing left') }}"
 """
 )
 
@@ -170,5 +179,8 @@ async def test_a_rejected_gate_leaves_everything_and_a_check_mode_run_deletes_no
         "decide", Decision(gate=GATE, approver="bob", approve=False, comment="not now")
     )
     report = await handle.result()
-    assert report.status == "failed"
+    # The upgrade is done either way: a rejected cleanup is left for later and said so.
+    assert report.status == "succeeded", report.msg
+    said = tasks(report, "cleanup")["What the change record lists"].msg
+    assert said.startswith("not deleted (Delete what the new releases no longer ship"), said
     assert (retired(upgraded) or {})["metadata"]["uid"] == uid
