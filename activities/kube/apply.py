@@ -245,16 +245,37 @@ class Applier:
         on every field it changes and would never prune what it set. As kubectl's csaupgrade
         does, its fields move to this manager's Apply entry, with the resourceVersion as a
         precondition."""
-        entries = (live.get("metadata") or {}).get("managedFields") or []
-        csa = client_side_entries(live)
-        upgraded = upgrade_managed_fields(entries, csa, self.args.field_manager)
-        patch = [
-            {"op": "test", "path": "/metadata/resourceVersion", "value": live["metadata"]["resourceVersion"]},
-            {"op": "replace", "path": "/metadata/managedFields", "value": upgraded},
-        ]
-        self.kube.patch(path, patch, "json")
+        for attempt in range(ADOPT_ATTEMPTS):
+            entries = (live.get("metadata") or {}).get("managedFields") or []
+            csa = client_side_entries(live)
+            if not csa:
+                return
+            upgraded = upgrade_managed_fields(entries, csa, self.args.field_manager)
+            version = live["metadata"]["resourceVersion"]
+            patch = [
+                {"op": "test", "path": "/metadata/resourceVersion", "value": version},
+                {"op": "replace", "path": "/metadata/managedFields", "value": upgraded},
+            ]
+            try:
+                self.kube.patch(path, patch, "json")
+                return
+            except ApiStatus as exc:
+                # Someone wrote the object since it was read (a controller's status update is
+                # enough): its managedFields may have moved too, so read it again and redo the
+                # move from what is there now, as a conflict retry does.
+                moved = exc.status == 409 or (
+                    exc.status == 422 and "/metadata/resourceVersion" in exc.message
+                )
+                if not moved or attempt == ADOPT_ATTEMPTS - 1:
+                    raise
+            current = self.kube.get_or_none(path)
+            if current is None:
+                return
+            live = current
 
 
+# Reads and moves of a client-side apply record before giving up on an object that keeps changing.
+ADOPT_ATTEMPTS = 5
 # The Update managers of client-side apply: kubectl's, and pitstop's (`server_side: false`).
 CSA_MANAGER = "pitstop-client-side-apply"
 CLIENT_SIDE_MANAGERS = frozenset({"kubectl-client-side-apply", CSA_MANAGER})

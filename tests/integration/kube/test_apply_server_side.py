@@ -13,7 +13,7 @@ import yaml
 from temporalio.exceptions import ApplicationError
 
 from activities.kube.apply import apply
-from activities.kube.client import ApiStatus
+from activities.kube.client import ApiStatus, Kube
 from tests.integration.kube.conftest import ModuleRunner
 from tests.integration.kube.test_apply import (
     APP,
@@ -185,6 +185,36 @@ def test_an_object_applied_client_side_is_adopted_without_conflicts(
     assert (previous, "Update", "") not in owners(live) and ("pitstop", "Apply", "") in owners(live)
     container = live["spec"]["template"]["spec"]["containers"][0]
     assert (container["image"], container["env"]) == ("registry.local/web:2", [{"name": "B", "value": "2"}])
+
+
+def test_an_adoption_raced_by_another_writer_reads_the_object_again(
+    interop: Interop, module_runner: ModuleRunner, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The Deployment controller writes status between pitstop's read and its managedFields move
+    # (as on a real cluster): the move's resourceVersion precondition fails, and pitstop reads
+    # the object again and moves what is there now, instead of failing the apply.
+    sim, kubectl = interop.sim, interop.kubectl
+    path = interop.write("app.yaml", APP)
+    kubectl("apply", "-n", "team", "-f", str(path))
+    interop.write("app.yaml", APP.replace("web:1", "web:2"))
+    original = Kube.patch
+    raced: list[str] = []
+
+    def patch_after_another_writer(self: Kube, target: str, body: Any, kind: str = "merge") -> Any:
+        if kind == "json" and not raced:
+            raced.append(target)
+            writer = kube(sim)
+            writer.patch(target, {"metadata": {"annotations": {"raced": "yes"}}}, "merge")
+        return original(self, target, body, kind)
+
+    monkeypatch.setattr(Kube, "patch", patch_after_another_writer)
+    adopted = module_runner(apply, sim, {"src": "app.yaml", "namespace": "team"})
+    assert raced, "the adoption never patched managedFields"
+    assert actions(adopted)["Deployment/web"] == "configured"
+    live = kube(sim).get(DEPLOY.format("web"))
+    assert ("kubectl-client-side-apply", "Update", "") not in owners(live)
+    assert live["metadata"]["annotations"]["raced"] == "yes"
+    assert live["spec"]["template"]["spec"]["containers"][0]["image"] == "registry.local/web:2"
 
 
 def test_bad_apply_requests_are_refused_by_the_server_as_the_apiserver_does(interop: Interop) -> None:
