@@ -177,6 +177,11 @@ async def test_an_alert_in_a_domains_window_takes_its_node_back_out_and_names_it
                 await status_when(handle, _observing_wave("2/2 zone-b"), within=240)
                 rehearsal.sim.inject_xid(FAULTY, 79)
                 report = await asyncio.wait_for(handle.result(), timeout=240)
+                # The worker's gauge, scraped by Prometheus, counts the node cordoned again by the
+                # rollback (read while the worker and its /metrics still serve).
+                await asyncio.to_thread(
+                    wait_until, "pitstop_nodes_cordoned = 1", lambda: _prometheus_cordoned(prometheus) == 1
+                )
             finally:
                 approver.cancel()
     finally:
@@ -200,10 +205,6 @@ async def test_an_alert_in_a_domains_window_takes_its_node_back_out_and_names_it
     assert "GpuXidError" in annotations["pitstop.dev/cordon-reason"]
     assert annotations["pitstop.dev/maintenance-failed"].startswith("observe window: alert GpuXidError")
     assert _cordoned_by_pitstop(rehearsal) == {FAULTY}
-    # And the worker's gauge, scraped by Prometheus, says so too.
-    await asyncio.to_thread(
-        wait_until, "pitstop_nodes_cordoned = 1", lambda: _prometheus_cordoned(prometheus) == 1
-    )
 
 
 def _observing_wave(label: str) -> Any:
