@@ -15,7 +15,7 @@ import tarfile
 from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from activities.storage import MIB, UploadOutcome, ensure_bucket, s3_errors, upload_file, uri
 from pitstop.contracts import ModuleCall
@@ -70,6 +70,22 @@ def staged_file(call: ModuleCall, name: str) -> Iterator[Staged]:
             staged.close()
             with contextlib.suppress(FileNotFoundError):
                 os.unlink(allowed.path.name, dir_fd=dir_fd)
+
+
+def stored(
+    args: BackupS3Args, key: str, where: str, outcome: UploadOutcome, taken: datetime
+) -> dict[str, Any]:
+    """Where an uploaded document is and how it was verified: the part of a DR module's
+    result every upload shares."""
+    return {
+        "bucket": args.bucket,
+        "key": key,
+        "uri": where,
+        "sha256": outcome.sha256,
+        "size": outcome.size,
+        "verified": outcome.verified or "earlier",
+        "taken_at": taken.isoformat().replace("+00:00", "Z"),
+    }
 
 
 def upload(

@@ -17,7 +17,7 @@ from typing import Any
 
 import yaml
 
-from activities.dr.archive import object_key, s3_errors, staged_file, upload, uri
+from activities.dr.archive import object_key, s3_errors, staged_file, stored, upload, uri
 from activities.kube.common import kube_for, kube_module
 from activities.kube.discovery import Discovery
 from activities.storage import s3_client
@@ -104,13 +104,7 @@ def export_objects(call: ModuleCall, args: ExportObjectsArgs) -> ModuleResult:
         msg=f"exported {summary} to {where}, {outcome.verified or 'already'}-verified "
         f"sha256 {outcome.sha256}",
         data={
-            "bucket": args.bucket,
-            "key": key,
-            "uri": where,
-            "sha256": outcome.sha256,
-            "size": outcome.size,
-            "verified": outcome.verified or "earlier",
-            "taken_at": taken.isoformat().replace("+00:00", "Z"),
+            **stored(args, key, where, outcome, taken),
             "objects": len(documents),
             "counts": counts,
             "not_installed": not_installed,

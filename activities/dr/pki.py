@@ -23,7 +23,7 @@ from typing import Any
 import yaml
 from temporalio.exceptions import ApplicationError
 
-from activities.dr.archive import manifest, object_key, s3_errors, staged_file, upload, uri
+from activities.dr.archive import manifest, object_key, s3_errors, staged_file, stored, upload, uri
 from activities.dr.remote import KUBERNETES_DIR, find_files, node_connection, run_read, stream_tar
 from activities.kube.client import ApiStatus, KubeConfigError, Unreachable
 from activities.kube.common import kube_for
@@ -122,14 +122,8 @@ def pki_backup(call: ModuleCall, args: PkiBackupArgs) -> ModuleResult:
         msg=f"archived {len(files)} files from {call.host}:{KUBERNETES_DIR} ({size} bytes) to {where}, "
         f"{outcome.verified or 'already'}-verified sha256 {outcome.sha256}",
         data={
-            "bucket": args.bucket,
-            "key": key,
-            "uri": where,
-            "sha256": outcome.sha256,
-            "size": outcome.size,
-            "verified": outcome.verified or "earlier",
+            **stored(args, key, where, outcome, taken),
             "sse": args.sse,
-            "taken_at": taken.isoformat().replace("+00:00", "Z"),
             "node": call.host,
             "members": members,
             "missing": missing,
