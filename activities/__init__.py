@@ -25,6 +25,7 @@ from activities.observe import OBSERVE_ACTIVITIES
 from activities.plan import load_plan
 from activities.prom import PROM_ACTIVITIES
 from activities.records import RECORDS_ACTIVITIES
+from activities.run_report import RUN_REPORT_ACTIVITIES
 from activities.runs import RUNS_ACTIVITIES
 from activities.ssh import SSH_ACTIVITIES
 from activities.storage import STORAGE_ACTIVITIES
@@ -38,6 +39,7 @@ ACTIVITIES: list[Callable[..., Any]] = [
     etcd_health,
     *STORAGE_ACTIVITIES,
     *RECORDS_ACTIVITIES,
+    *RUN_REPORT_ACTIVITIES,
     *RUNS_ACTIVITIES,
     *NOTIFY_ACTIVITIES,
     *KUBE_ACTIVITIES,

@@ -1,4 +1,5 @@
-"""Args of the `records.*` modules: what a run leaves behind for people (drill reports, change records)."""
+"""Args of the `records.*` modules: what a run leaves behind for people (drill reports, change
+records, the run's own report)."""
 
 from __future__ import annotations
 
@@ -152,5 +153,51 @@ CHANGE_RECORD: ModuleSpec[ChangeRecordArgs] = ModuleSpec(
     retry=STORAGE_RETRY,
 )
 
+
+class RunReportArgs(S3Args):
+    """Where the run's report goes. The run is always the one the task belongs to (its own id,
+    never an argument: a runbook cannot read other runs through this module)."""
+
+    prefix: str = Field(default="run-reports", min_length=1, description="Key prefix of the reports.")
+    cluster: str | None = Field(
+        default=None,
+        description="Folder under the prefix; default: the inventory's cluster name (else `local`).",
+    )
+    link_base: str | None = Field(
+        default=None,
+        description="https URL where the bucket's keys are served (a bucket website, a docs host): the "
+        "link in the run's artifacts is this + `/` + the HTML's key; default: its s3:// URI.",
+    )
+    create_bucket: bool = Field(
+        default=False, description="Create the bucket when missing (the embedded stack; not for production)."
+    )
+
+    @field_validator("cluster", "link_base", mode="before")
+    @classmethod
+    def _blank(cls, value: object) -> object:
+        # `"{{ report_link_base | default('') }}"` renders to "" when the site leaves it unset.
+        return None if isinstance(value, str) and not value.strip() else value
+
+    @field_validator("link_base")
+    @classmethod
+    def _https(cls, value: str | None) -> str | None:
+        if value is not None and not value.startswith(("https://", "http://")):
+            raise ValueError(f"link_base {value!r} must be an http(s) URL")
+        return value.rstrip("/") if value else value
+
+
+RUN_REPORT: ModuleSpec[RunReportArgs] = ModuleSpec(
+    name="records.run_report",
+    args_model=RunReportArgs,
+    summary="The run's own report so far (`pitstop report`: timeline, failure-domain availability, "
+    "validation, gates; HTML, Markdown, PNGs, data) in S3, linked from the run's artifacts; "
+    "as the run's last task it covers everything but itself.",
+    supports_check_mode=True,
+    start_to_close=timedelta(minutes=10),
+    # Reading a large run's ended hosts (32 at a time) beats as it goes.
+    heartbeat_timeout=timedelta(minutes=2),
+    retry=STORAGE_RETRY,
+)
+
 # Every module of this file, listed once; `pitstop/module_catalog.py` joins the families.
-SPECS: list[ModuleSpec[Any]] = [DRILL_REPORT, CHANGE_RECORD]
+SPECS: list[ModuleSpec[Any]] = [DRILL_REPORT, CHANGE_RECORD, RUN_REPORT]

@@ -6,6 +6,7 @@ limits, waves) and its Slack thread from the run's history."""
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
 
@@ -20,6 +21,8 @@ from pitstop.slack.contracts import MessageRef, RunNotice
 # Host results read at once for a run in progress (each is one history read).
 CHILD_READS = 32
 ENDED = {"ok", "failed", "skipped", "aborted"}
+# Told what has been read so far ("12/400 hosts read"): an activity heartbeats with it.
+Progress = Callable[[str], None]
 
 
 class ReportSourceError(Exception):
@@ -33,13 +36,15 @@ class RunSource(BaseModel):
     slack_thread: MessageRef | None = None
 
 
-async def read_run(client: Client, run_id: str) -> RunSource:
+async def read_run(client: Client, run_id: str, progress: Progress | None = None) -> RunSource:
     handle: WorkflowHandle[Any, RunReport] = client.get_workflow_handle(run_id, result_type=RunReport)
     try:
         desc = await handle.describe()
     except RPCError as exc:
         raise ReportSourceError(f"run {run_id!r} not found: {exc.message}") from None
     facts = await history_facts(client, handle)
+    if progress is not None:
+        progress("history read")
     layout = layout_from_plan(facts.plan) if facts.plan is not None else RunLayout()
     thread = facts.slack_thread
     if desc.status not in (None, WorkflowExecutionStatus.RUNNING):
@@ -55,7 +60,7 @@ async def read_run(client: Client, run_id: str) -> RunSource:
             f"cannot read the status of {run_id!r} (is a worker running?): {exc.message}"
         ) from None
     started = desc.start_time or datetime.now(UTC)
-    report = await report_so_far(client, status, started, datetime.now(UTC))
+    report = await report_so_far(client, status, started, datetime.now(UTC), progress)
     return RunSource(report=report, layout=layout, finished=False, slack_thread=thread)
 
 
@@ -100,13 +105,18 @@ async def history_facts(client: Client, handle: WorkflowHandle[Any, Any]) -> His
     return facts
 
 
-async def report_so_far(client: Client, status: RunStatus, started: datetime, now: datetime) -> RunReport:
+async def report_so_far(
+    client: Client, status: RunStatus, started: datetime, now: datetime, progress: Progress | None = None
+) -> RunReport:
     """A run in progress as a RunReport: every host that has ended, with its tasks (its host
     workflow's result); hosts in flight as `running` since their workflow started, no tasks yet.
     Waves are not known before the run ends (its status names only the current one)."""
     limit = asyncio.Semaphore(CHILD_READS)
+    total = sum(1 for stage in status.stages for s in stage.hosts.values() if s != "pending")
+    done = 0
 
     async def host(stage: str, name: str, state: str) -> HostResult | None:
+        nonlocal done
         child: WorkflowHandle[Any, HostResult] = client.get_workflow_handle(
             f"{status.run_id}/{stage}/{name}", result_type=HostResult
         )
@@ -117,6 +127,10 @@ async def report_so_far(client: Client, status: RunStatus, started: datetime, no
                 desc = await child.describe()
             except (RPCError, WorkflowFailureError):
                 return None  # skipped before it started, or its history is gone
+            finally:
+                done += 1
+                if progress is not None:
+                    progress(f"{done}/{total} hosts read")
         return HostResult(
             host=name, stage=stage, status="running", started_at=desc.start_time or now, ended_at=now
         )

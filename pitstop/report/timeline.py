@@ -12,6 +12,10 @@ from pitstop.contracts import HostResult, RunReport, TaskOutcome
 from pitstop.report.layout import RunLayout
 from pitstop.report.phases import Phase, phase_of
 
+# Ansible's implicit localhost is the worker, not a node: stages on it (preflight, a report, a
+# change record) are run-wide steps, shown as stage bands, never as a node's row.
+WORKER_HOST = "localhost"
+
 Outcome = Literal["ok", "changed", "failed", "ignored", "running"]
 # A task that failed and was rescued still failed for the node (the rescue left it cordoned).
 _OUTCOME: dict[str, Outcome] = {
@@ -140,6 +144,8 @@ def node_rows(report: RunReport, layout: RunLayout) -> list[NodeRow]:
     for stage in report.stages:
         planned = layout.stage(stage.name)
         for host in stage.hosts:
+            if host.host == WORKER_HOST:
+                continue
             out_from, out_until = out_of_service(host)
             phases = phase_spans(host.tasks) or _running(host)
             reason = ""

@@ -1,6 +1,10 @@
-"""Write a run's report into a directory: `<run>.html` (self-contained), `<run>.md` with its
-PNGs beside it, and `<run>.data.json` (the derived data that drove the pictures, with the
-RunReport and layout it came from, so the report can be redrawn without Temporal)."""
+"""A run's report rendered once and then written: `<run>.html` (self-contained), `<run>.md`
+with its PNGs beside it, and `<run>.data.json` (the derived data that drove the pictures, with
+the RunReport and layout it came from, so the report can be redrawn without Temporal).
+
+`render_report` makes the files' contents in memory; `write_report` puts them in a directory
+(`pitstop report`, the demo) and `records.run_report` puts the same bytes in S3, so both say
+exactly the same thing. Rendering draws with matplotlib: CPU work an event loop runs in a thread."""
 
 from __future__ import annotations
 
@@ -33,6 +37,44 @@ class ReportDataFile(BaseModel):
     source: RunSource
 
 
+class RenderedReport(BaseModel):
+    """The report's files by name (relative names: the Markdown links its PNGs by them)."""
+
+    stem: str
+    html: str
+    markdown: str
+    data_json: str
+    # File name -> PNG, in the report's order.
+    pictures: dict[str, bytes]
+
+    @property
+    def html_name(self) -> str:
+        return f"{self.stem}.html"
+
+    @property
+    def markdown_name(self) -> str:
+        return f"{self.stem}.md"
+
+    @property
+    def data_name(self) -> str:
+        return f"{self.stem}.data.json"
+
+    def files(self) -> dict[str, tuple[bytes, str]]:
+        """Every file: name -> (content, media type), HTML first."""
+        out = {
+            self.html_name: (self.html.encode(), "text/html; charset=utf-8"),
+            self.markdown_name: (self.markdown.encode(), "text/markdown; charset=utf-8"),
+        }
+        out.update({name: (png, "image/png") for name, png in self.pictures.items()})
+        out[self.data_name] = (self.data_json.encode(), "application/json")
+        return out
+
+
+def report_stem(run_id: str) -> str:
+    """The files' common name: the run id, safe as a file name and an object key."""
+    return _UNSAFE.sub("_", run_id) or "run"
+
+
 def pictures(data: ReportData) -> dict[str, tuple[str, bytes]]:
     """Title -> (file suffix, PNG), in the report's order; a picture with nothing to show is left out."""
     out: dict[str, tuple[str, bytes]] = {}
@@ -45,24 +87,28 @@ def pictures(data: ReportData) -> dict[str, tuple[str, bytes]]:
     return out
 
 
-def write_report(source: RunSource, out_dir: Path) -> ReportFiles:
+def render_report(source: RunSource) -> RenderedReport:
     data = derive(source.report, source.layout, finished=source.finished)
-    out_dir.mkdir(parents=True, exist_ok=True)
-    stem = _UNSAFE.sub("_", data.run_id) or "run"
+    stem = report_stem(data.run_id)
     drawn = pictures(data)
-    png_paths: list[Path] = []
-    names: dict[str, str] = {}
-    for title, (suffix, png) in drawn.items():
-        path = out_dir / f"{stem}-{suffix}.png"
-        path.write_bytes(png)
-        png_paths.append(path)
-        names[title] = path.name
-    html_path = out_dir / f"{stem}.html"
-    html_path.write_text(html.render(data, {t: png for t, (_, png) in drawn.items()}), encoding="utf-8")
-    md_path = out_dir / f"{stem}.md"
-    md_path.write_text(markdown.render(data, names), encoding="utf-8")
-    data_path = out_dir / f"{stem}.data.json"
-    data_path.write_text(
-        ReportDataFile(derived=data, source=source).model_dump_json(indent=1), encoding="utf-8"
+    names = {title: f"{stem}-{suffix}.png" for title, (suffix, _) in drawn.items()}
+    return RenderedReport(
+        stem=stem,
+        html=html.render(data, {t: png for t, (_, png) in drawn.items()}),
+        markdown=markdown.render(data, names),
+        data_json=ReportDataFile(derived=data, source=source).model_dump_json(indent=1),
+        pictures={names[title]: png for title, (_, png) in drawn.items()},
     )
-    return ReportFiles(html=html_path, markdown=md_path, data=data_path, pictures=png_paths)
+
+
+def write_report(source: RunSource, out_dir: Path) -> ReportFiles:
+    rendered = render_report(source)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    for name, (content, _) in rendered.files().items():
+        (out_dir / name).write_bytes(content)
+    return ReportFiles(
+        html=out_dir / rendered.html_name,
+        markdown=out_dir / rendered.markdown_name,
+        data=out_dir / rendered.data_name,
+        pictures=[out_dir / name for name in rendered.pictures],
+    )

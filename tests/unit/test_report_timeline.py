@@ -176,6 +176,29 @@ def test_a_host_in_flight_is_one_grey_span() -> None:
     assert row.reason == "" and not data.finished
 
 
+def test_a_stage_on_localhost_is_a_stage_band_and_no_node_row() -> None:
+    # A runbook's last stage writes the run's report on the worker (`hosts: localhost`) while
+    # the run goes on: it is no node of the fleet, so it neither draws a row nor counts as one.
+    node = _host("n0", T0, T0 + timedelta(seconds=5), tasks=[_task("kube.cordon", T0, T0)])
+    worker = HostResult(
+        host="localhost",
+        stage="report",
+        status="running",
+        started_at=T0 + timedelta(seconds=6),
+        ended_at=T0 + timedelta(seconds=7),
+    )
+    report = _report(
+        [
+            StageReport(name="s", status="ok", hosts=[node]),
+            StageReport(name="report", status="running", hosts=[worker]),
+        ]
+    )
+    data = derive(report, RunLayout(), finished=False)
+    assert [r.host for r in data.rows] == ["n0"]
+    assert [b.name for b in data.stages] == ["s", "report"]
+    assert [s.domain for s in data.availability] == ["(no domain)"]
+
+
 def test_skipped_tasks_draw_nothing_and_a_runbook_without_cordon_keeps_its_phases() -> None:
     tasks = [
         _task("ssh.firmware_update", T0, T0 + timedelta(seconds=2)),
