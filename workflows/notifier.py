@@ -26,7 +26,7 @@ from temporalio.common import RetryPolicy
 from temporalio.exceptions import ActivityError, FailureError
 
 with workflow.unsafe.imports_passed_through():
-    from pitstop.contracts import GateState, RunProgress, RunState, StageStatus
+    from pitstop.contracts import Artifact, GateState, RunProgress, RunState, StageStatus
     from pitstop.slack.blocks import escape
     from pitstop.slack.contracts import GateMessage, GateNotice, MessageRef, RunNotice, add_notice
 
@@ -40,6 +40,17 @@ NOTIFY_RETRY = RetryPolicy(
     maximum_interval=timedelta(seconds=5),
     non_retryable_error_types=["InvalidArgs", "Unauthorized"],
 )
+# Documents listed in the end message at most (a module per host may leave one each).
+ARTIFACTS_SHOWN = 10
+
+
+def linked(artifact: Artifact) -> str:
+    """A document the run left, as Slack shows it: a link when people can open it in a browser
+    (http(s)), else its name and where it is (an s3:// URI opens nowhere)."""
+    name = escape(artifact.name).replace("|", "/")
+    if artifact.uri.startswith(("https://", "http://")):
+        return f"<{escape(artifact.uri).replace('|', '%7C')}|{name}>"
+    return f"{name}: {escape(artifact.uri)}"
 
 
 def fingerprint(gate: GateState) -> str:
@@ -113,8 +124,13 @@ class SlackNotifier:
         self.say(f":rewind: Rolling back: {escape(reason)}", broadcast=True)
 
     def run_ended(self, final: RunState, msg: str) -> None:
-        """The run's outcome; anything but success is shown in the channel too."""
+        """The run's outcome and the documents it left (its report, its change record); anything
+        but success is shown in the channel too."""
         ending = f"Run ended: *{final}*" + (f": {escape(msg)}" if msg else "")
+        documents = self.progress.artifacts
+        ending += "".join(f"\n• {linked(a)}" for a in documents[:ARTIFACTS_SHOWN])
+        if len(documents) > ARTIFACTS_SHOWN:
+            ending += f"\n… and {len(documents) - ARTIFACTS_SHOWN} more (`pitstop status`)"
         self.say(ending, broadcast=final != "succeeded")
 
     async def stop(self) -> None:

@@ -81,6 +81,34 @@ async def test_slack_failures_become_notices_and_the_run_goes_on(start: StartFn,
     assert slack.called("chat.update") == []  # nothing was posted, so nothing to update
 
 
+DOCUMENTED = """
+name: documented
+stages:
+  - name: fleet
+    hosts: all
+    tasks:
+      - name: the report
+        test.step:
+          artifact: {name: run report, uri: "https://reports.example.test/r/run.html?a=1&b=2"}
+      - name: the record
+        test.step:
+          artifact: {name: change record, uri: "s3://records/change-records/lab/run.md"}
+"""
+
+
+async def test_the_end_message_lists_the_documents_the_run_left(start: StartFn, slack: FakeSlack) -> None:
+    report = await (await start(DOCUMENTED)).result()
+    assert report.status == "succeeded", report.msg
+    first = slack.called("chat.postMessage", channel=RUN_CHANNEL)[0]
+    replies = [c.args for c in slack.called("chat.postMessage") if c.args.get("thread_ts") == first.ts]
+    # A link people open in a browser is a Slack link; an s3:// URI is said as it is.
+    assert replies[-1]["text"] == (
+        "Run ended: *succeeded*\n"
+        "• <https://reports.example.test/r/run.html?a=1&amp;b=2|run report>\n"
+        "• change record: s3://records/change-records/lab/run.md"
+    )
+
+
 async def _status_when_notices(handle: WorkflowHandle[Any, RunReport], n: int) -> RunStatus:
     for _ in range(400):
         status = await handle.query("status", result_type=RunStatus)
