@@ -28,6 +28,19 @@ FAILED_ANNOTATION = "pitstop.dev/maintenance-failed"
 # The rehearsal cluster's clock runs fast: waits look again often, and each failure domain is
 # watched for a few seconds (a real fleet watches 30m or more).
 REHEARSAL_VARS: dict[str, Any] = {"poll_seconds": 0.5, "observe_window": "5s"}
+# Where the run writes its own report as its last task (records.run_report), so that the run
+# lists a "run report" artifact: a bucket of the embedded stack's S3, made on first use.
+REPORT_BUCKET = "pitstop-run-reports"
+
+
+def report_vars(s3_endpoint: str) -> dict[str, Any]:
+    """The runbook's variables that send the run's report to the stack's S3 (moto)."""
+    return {
+        "report_bucket": REPORT_BUCKET,
+        "s3_endpoint_url": s3_endpoint,
+        "s3_addressing_style": "path",
+        "s3_create_bucket": True,
+    }
 
 
 def start_cluster(workdir: Path, scenario: Path = SCENARIO) -> SimCluster:
@@ -89,11 +102,15 @@ def dump_inventory(doc: dict[str, Any], path: Path, why: str) -> Path:
 
 
 def worker_environment(sim: SimCluster, workdir: Path) -> dict[str, str]:
-    """What the worker needs to reach the simulated nodes (their SSH key) and where state goes."""
+    """What the worker needs to reach the simulated nodes (their SSH key), where state goes, and
+    S3 credentials for the run's report."""
     return {
         "PITSTOP_SECRETS_DIR": str(sim.ssh_secrets_dir),
         "PITSTOP_BASELINE_DIR": str(workdir / "baselines"),
         "PITSTOP_RUNBOOK_DIR": str(REPO / "runbooks"),
+        # moto accepts any credentials; a real site uses the worker's own.
+        "AWS_ACCESS_KEY_ID": "testing",
+        "AWS_SECRET_ACCESS_KEY": "testing",
     }
 
 

@@ -127,7 +127,7 @@ async def run_demo(
         console.print(f"payload encryption: {encryption_summary(client.data_converter)}")
         run_id = f"demo-{time.strftime('%Y%m%d-%H%M%S')}"
         keys = WorkerKeys.load(stack.home)
-        request = _request(dm.RUNBOOK, inventory, keys.vote, run_id)
+        request = _request(dm.RUNBOOK, inventory, keys.vote, run_id, stack.s3_endpoint)
         sample = (lambda: watch.sample(sim)) if watch is not None else None
         interceptors = metrics.interceptors if metrics is not None else []
         report, link = await _follow_run(
@@ -194,8 +194,11 @@ def _on_stack(stack: DevStack, console: Console, started: float) -> DevStack:
     return stack
 
 
-def _request(runbook: Path, inventory: Path, vote_key: KeyRing | None, run_id: str) -> RunRequest:
-    """The run's request, signed as the demo requester when the vote key is here."""
+def _request(
+    runbook: Path, inventory: Path, vote_key: KeyRing | None, run_id: str, s3_endpoint: str
+) -> RunRequest:
+    """The run's request (its report goes to the stack's S3 as its last task), signed as the
+    demo requester when the vote key is here."""
     from pitstop.demo import maintenance as dm
 
     files, runbook_name, inventory_name = collect(runbook, inventory)
@@ -203,7 +206,7 @@ def _request(runbook: Path, inventory: Path, vote_key: KeyRing | None, run_id: s
         runbook=runbook_name,
         inventory=inventory_name,
         files=files,
-        vars=dict(dm.REHEARSAL_VARS),
+        vars={**dm.REHEARSAL_VARS, **dm.report_vars(s3_endpoint)},
         requested_by="demo-requester",
     )
     if vote_key is not None:

@@ -11,6 +11,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
+from typing import Any
 
 import pytest
 from temporalio.client import Client, WorkflowHandle
@@ -36,13 +37,13 @@ class Rehearsal:
     workdir: Path
     inventory: Path
 
-    def request(self) -> RunRequest:
+    def request(self, extra_vars: dict[str, Any] | None = None) -> RunRequest:
         files, runbook_name, inventory_name = collect(dm.RUNBOOK, self.inventory)
         return RunRequest(
             runbook=runbook_name,
             inventory=inventory_name,
             files=files,
-            vars=dict(dm.REHEARSAL_VARS),
+            vars={**dm.REHEARSAL_VARS, **(extra_vars or {})},
             requested_by="e2e-requester",
         )
 
