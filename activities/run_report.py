@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import Any, TypeVar
 
 from temporalio import activity
 
@@ -25,22 +25,12 @@ from pitstop.contracts import ModuleCall, ModuleResult
 from pitstop.errors import ErrorType, make_error
 from pitstop.module_args.records import RUN_REPORT, RunReportArgs
 from pitstop.report.source import ReportSourceError, RunSource, read_run
-
-if TYPE_CHECKING:
-    from pitstop.report.write import RenderedReport
+from pitstop.report.write import RenderedReport, render_report, report_stem
 
 T = TypeVar("T")
 NAME = "run report"
 # While a thread draws or uploads, the activity still says it is alive this often.
 BEAT_SECONDS = 10.0
-
-
-def report_stem(name: str) -> str:
-    # pitstop.report.write draws with matplotlib: imported when a report is made, not when the
-    # worker starts.
-    from pitstop.report.write import report_stem as stem
-
-    return stem(name)
 
 
 def report_folder(args: RunReportArgs, call: ModuleCall) -> str:
@@ -109,9 +99,8 @@ async def records_run_report(call: ModuleCall, args: RunReportArgs) -> ModuleRes
             msg=f"would write {data['html_uri']} with its Markdown, pictures and data (this run so far)",
             data=data,
         )
-    from pitstop.report.write import render_report
-
     source = await _read(call)
+    # Drawing imports and runs matplotlib: in a thread, off the loop that serves workflows.
     rendered = await _beating("drawing the report", lambda: render_report(source))
     keys = await _beating("uploading the report", lambda: _upload(args, call.module, folder, rendered))
     data.update(

@@ -13,7 +13,7 @@ from pathlib import Path
 
 from pydantic import BaseModel
 
-from pitstop.report import html, markdown, plots
+from pitstop.report import html, markdown
 from pitstop.report.data import ReportData, derive
 from pitstop.report.source import RunSource
 
@@ -77,6 +77,10 @@ def report_stem(run_id: str) -> str:
 
 def pictures(data: ReportData) -> dict[str, tuple[str, bytes]]:
     """Title -> (file suffix, PNG), in the report's order; a picture with nothing to show is left out."""
+    # matplotlib is imported when a picture is drawn (in the caller's thread), not when a worker
+    # that may one day write a report starts.
+    from pitstop.report import plots
+
     out: dict[str, tuple[str, bytes]] = {}
     if data.rows:
         out["Timeline"] = ("timeline", plots.timeline_png(data))
