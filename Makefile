@@ -7,6 +7,10 @@ STAMP := $(VENV)/.installed
 # The slowest tests are listed at the end of every run, so that CI shows where the time goes,
 # and every skipped test with its reason (a missing chromium, sshd, promtool, ...).
 PYTEST_ARGS ?= --durations=25 -rs
+# Tests run in this many processes (pytest-xdist): the long rehearsals mostly wait on real
+# components (a node's reboot, an observe window), so two of them share two cores well. Every
+# process has its own session stack, ports and temporary directory. 0 runs them in this one.
+PYTEST_WORKERS ?= 2
 
 .PHONY: demo test test-loaded lint bench fmt clean venv sysdeps
 
@@ -72,7 +76,7 @@ fmt: $(STAMP)
 	$(BIN)/ruff check --fix .
 
 test: $(STAMP) sysdeps lint
-	$(BIN)/pytest -q $(PYTEST_ARGS)
+	$(BIN)/pytest -q -n $(PYTEST_WORKERS) $(PYTEST_ARGS)
 
 # The whole suite with every core saturated by another process (stress-ng, one CPU hog per
 # core, at the same priority as the tests): tests wait on conditions, never on a sleep being
@@ -81,7 +85,7 @@ test-loaded: $(STAMP) sysdeps lint
 	@command -v stress-ng >/dev/null 2>&1 || { [ "$$(id -u)" = "0" ] && apt-get install -y -qq stress-ng >/dev/null; } \
 		|| { echo "test-loaded needs stress-ng (apt-get install stress-ng)"; exit 2; }
 	@stress-ng --cpu $$(nproc) --quiet & hog=$$!; trap 'kill $$hog' EXIT; \
-		echo "stress-ng: $$(nproc) CPU hogs (pid $$hog)"; $(BIN)/pytest -q $(PYTEST_ARGS)
+		echo "stress-ng: $$(nproc) CPU hogs (pid $$hog)"; $(BIN)/pytest -q -n $(PYTEST_WORKERS) $(PYTEST_ARGS)
 
 demo: $(STAMP) sysdeps
 	$(BIN)/pitstop demo

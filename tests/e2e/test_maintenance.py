@@ -40,7 +40,7 @@ def rehearsal(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Rehea
         yield rehearsal
 
 
-@pytest.mark.timeout(280)
+@pytest.mark.timeout(420)
 async def test_maintenance_on_the_rehearsal_cluster_behaves_as_the_runbook_says(
     temporal_client: Client,
     task_queue: str,

@@ -40,7 +40,7 @@ def training_pods(rehearsal: Rehearsal, node: str) -> list[str]:
     )
 
 
-@pytest.mark.timeout(200)
+@pytest.mark.timeout(300)
 async def test_maintenance_never_evicts_real_training_operators_pods_and_names_them(
     temporal_client: Client, task_queue: str, rehearsal: Rehearsal
 ) -> None:
@@ -91,7 +91,7 @@ OPERATOR_OBJECTS = {
 }
 
 
-@pytest.mark.timeout(260)
+@pytest.mark.timeout(360)
 async def test_maintenance_suspends_jobs_through_their_operators_and_gives_them_back(
     temporal_client: Client, task_queue: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -83,7 +83,7 @@ def _domains_out_at_once(timeline: list[TimelineEvent], nodes: set[str]) -> int:
     return most
 
 
-@pytest.mark.timeout(200)
+@pytest.mark.timeout(300)
 async def test_a_product_without_a_canary_is_refused_before_any_node_is_touched(
     temporal_client: Client, worker: str, fleet: Upgrade, etcd_endpoint: str
 ) -> None:
