@@ -96,6 +96,23 @@ class Upgrade:
         record = json.loads(s3.get_object(Bucket=RECORD_BUCKET, Key=json_key)["Body"].read())
         return record, markdown
 
+    def run_report(self, report: RunReport) -> str:
+        """The run's own report (records.run_report, beside the change record), its HTML."""
+        uris = [a.uri for a in report.artifacts if a.name == "run report"]
+        assert len(uris) == 1, report.artifacts
+        key = uris[0].removeprefix(f"s3://{RECORD_BUCKET}/")
+        assert key.startswith("run-reports/") and key.endswith(".html"), key
+        s3 = boto3.client(
+            "s3",
+            endpoint_url=self.s3_endpoint,
+            region_name="us-east-1",
+            aws_access_key_id="testing",
+            aws_secret_access_key="testing",
+        )
+        html: str = s3.get_object(Bucket=RECORD_BUCKET, Key=key)["Body"].read().decode()
+        assert report.run_id in html and 'src="data:image/png;base64,' in html
+        return html
+
 
 def _start(
     tmp_path: Path, scenario: Path, s3_endpoint: str, etcd_endpoint: str, cluster: str = "rehearsal"
@@ -278,6 +295,8 @@ async def test_upgrade_to_the_next_minor_passes_every_stage_and_leaves_a_complet
     assert any("gpu-operator v24.6.2" in w and "kubernetes v1.31.2" in w for w in windows), windows
     assert "gpu-node-001" in json.dumps(record["canary_scope"])
     assert "alice" in markdown and "v1.31.2" in markdown
+    # The run's report, written as its last task, is linked from the run beside the record.
+    assert "<h1>platform-upgrade: run " in upgrade.run_report(report)
 
 
 @pytest.mark.timeout(200)
@@ -342,6 +361,8 @@ async def test_a_canary_regression_rolls_the_canary_back_and_the_change_record_s
     assert [(t.status, KERNEL_TARGET in json.dumps(t.data)) for t in upgraded] == [("changed", True)]
     assert not sim.get("nodes", du.CANARY_NODE)["spec"].get("unschedulable")
     assert sim.node_health(du.CANARY_NODE).nccl_busbw_gbps > 300
+    # The run-level rollback wrote the run's report too, after the change record.
+    regressed.run_report(report)
 
     record, markdown = regressed.record(report)
     failures = json.dumps(record["failures_and_follow_ups"]).lower()
