@@ -21,6 +21,8 @@ from pitstop.slack.contracts import MessageRef, RunNotice
 # Host results read at once for a run in progress (each is one history read).
 CHILD_READS = 32
 ENDED = {"ok", "failed", "skipped", "aborted"}
+# Events of the run's history read between two progress reports.
+HISTORY_BEAT = 1000
 # Told what has been read so far ("12/400 hosts read"): an activity heartbeats with it.
 Progress = Callable[[str], None]
 
@@ -42,9 +44,7 @@ async def read_run(client: Client, run_id: str, progress: Progress | None = None
         desc = await handle.describe()
     except RPCError as exc:
         raise ReportSourceError(f"run {run_id!r} not found: {exc.message}") from None
-    facts = await history_facts(client, handle)
-    if progress is not None:
-        progress("history read")
+    facts = await history_facts(client, handle, progress)
     layout = layout_from_plan(facts.plan) if facts.plan is not None else RunLayout()
     thread = facts.slack_thread
     if desc.status not in (None, WorkflowExecutionStatus.RUNNING):
@@ -72,13 +72,17 @@ class HistoryFacts(BaseModel):
     slack_thread: MessageRef | None = None
 
 
-async def history_facts(client: Client, handle: WorkflowHandle[Any, Any]) -> HistoryFacts:
+async def history_facts(
+    client: Client, handle: WorkflowHandle[Any, Any], progress: Progress | None = None
+) -> HistoryFacts:
     """The plan and the Slack thread from the run's current execution's history: the results of
     `plan.load` and of the first `notify.run_event` (the one that posts outside any thread), or,
     in an execution continued as new, what its input's state carries. Needs no worker."""
     facts = HistoryFacts()
     scheduled: dict[int, str] = {}
     async for event in handle.fetch_history_events():
+        if progress is not None and event.event_id % HISTORY_BEAT == 0:
+            progress(f"{event.event_id} history events read")
         if event.HasField("workflow_execution_started_event_attributes"):
             payloads = event.workflow_execution_started_event_attributes.input.payloads
             [request] = await client.data_converter.decode(payloads, [RunRequest])

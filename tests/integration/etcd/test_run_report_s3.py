@@ -18,7 +18,7 @@ from temporalio.testing import ActivityEnvironment
 from activities.run_report import records_run_report
 from pitstop.contracts import ModuleCall, RunReport, RunStatus
 from pitstop.report.write import report_stem
-from tests.integration.engine.conftest import RunFn, StartFn
+from tests.integration.engine.conftest import RunFn, StartFn, status_when
 from tests.policy_site import PolicyLayer
 
 if TYPE_CHECKING:
@@ -182,3 +182,40 @@ async def test_an_unreachable_store_is_said_and_a_run_that_cannot_be_read_too(
         f"records.run_report: cannot read this run for its report: run {missing!r} not found"
     )
     assert _keys(s3_client, bucket) == []
+
+
+GATED = """
+name: gated
+approvers:
+  sre: [alice]
+stages:
+  - name: nodes
+    hosts: gpu
+    tasks:
+      - test.step: {value: 1}
+  - name: later
+    hosts: gpu
+    gate: {before: true, approvers: sre}
+    tasks:
+      - test.step: {value: 2}
+"""
+
+
+async def test_a_run_waiting_at_a_gate_is_reported_as_far_as_it_went_with_heartbeats(
+    start_run: StartFn, temporal_client: Client, s3_endpoint: str, bucket: str, s3_client: S3Client
+) -> None:
+    handle = await start_run(GATED, inventory(bucket, s3_endpoint))
+    try:
+        await status_when(handle, lambda s: any(g.status == "open" for g in s.gates))
+        beats: list[str] = []
+        env = ActivityEnvironment(client=temporal_client)
+        env.on_heartbeat = lambda *details: beats.extend(map(str, details))
+        args = {"bucket": bucket, "endpoint_url": s3_endpoint, "addressing_style": "path", "cluster": "lab"}
+        result = await env.run(records_run_report, _call(handle.id, args))
+    finally:
+        await handle.terminate("the test has what it needs")
+    assert result.changed and result.data["run_status"] == "waiting_gate"
+    # Reading the ended hosts said how far it was (what keeps a long read's heartbeat alive).
+    assert "2/2 hosts read" in beats
+    html = s3_client.get_object(Bucket=bucket, Key=result.data["html_key"])["Body"].read().decode()
+    assert "in progress" in html and handle.id in html
