@@ -419,6 +419,9 @@ class RunStatus(BaseModel):
     artifacts: list[Artifact] = Field(default_factory=list)
     # Things that went wrong beside the run (a Slack message that could not be posted).
     notices: list[str] = Field(default_factory=list)
+    # The inventory's cluster (from the plan): with a `task_queue`, the run's module tasks wait
+    # there for that cluster's own worker, and `pitstop status` says when none is polling it.
+    cluster: ClusterConfig | None = None
 
 
 class WaveReport(BaseModel):

@@ -99,6 +99,7 @@ def run_status(
         plan_hash=progress.plan.hashes.content if progress else None,
         artifacts=list(progress.artifacts) if progress else [],
         notices=list(progress.notices) if progress else list(early_notices),
+        cluster=progress.plan.cluster if progress else None,
     )
 
 
