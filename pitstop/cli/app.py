@@ -86,7 +86,7 @@ AREAS: dict[str, Callable[[typer.Typer], None]] = {
     "modules": _modules,
     "run": _runs,
     "report": _report,
-    **{name: _group(name) for name in ("dev", "codec", "keys", "sim", "slack", "schedules")},
+    **{name: _group(name) for name in ("dev", "codec", "keys", "sim", "slack", "schedules", "fleet")},
 }
 # Top-level command -> its area (the groups are their own names).
 COMMAND_AREA = {
@@ -98,7 +98,7 @@ COMMAND_AREA = {
         ("run", "plan", "status", "approve", "reject", "pause", "resume", "abort", "skip-host", "rollback"),
         "run",
     ),
-    **{name: name for name in ("dev", "codec", "keys", "sim", "slack", "schedules")},
+    **{name: name for name in ("dev", "codec", "keys", "sim", "slack", "schedules", "fleet")},
 }
 
 
