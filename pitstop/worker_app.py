@@ -12,6 +12,12 @@ effective policy (defaults resolved, each rule with where it came from) and exit
 activity runs inside a scope that scrubs the secrets it resolved from its error, result and
 log lines (`pitstop.policy.scrub`).
 
+Activities only (`--activities-only`): a worker deployed inside one cluster serves that
+cluster's module activities on the cluster's own task queue (the inventory's
+`cluster.task_queue`) and no workflows; the orchestrating workflows run on a central worker.
+Local activities run in the worker that runs the workflow, so such a worker has no use for the
+trust activities (signing and checking the run's messages) and holds no worker key.
+
 Keys (`pitstop/keys.py`): a worker signs and checks the messages of its runs with the worker
 key and refuses to start without one; it checks signed votes with the vote key, and without
 one no vote is verified (gates with `require_verified` cannot pass). Both come from
@@ -141,18 +147,23 @@ def build_worker(
     grace_seconds: float = DEFAULT_GRACE_SECONDS,
     keys: WorkerKeys | None = None,
     extra_interceptors: Sequence[Interceptor] = (),
+    activities_only: bool = False,
 ) -> Worker:
     """A worker for `task_queue` serving the given (default: registered) workflows and activities,
     and the local activities that sign and check its runs' messages with `keys` (default: read
     from the environment, see `WorkerKeys.load`).
 
+    With `activities_only`, no workflows (whatever `workflows` says) and no trust activities: they
+    are local activities of the workflows, run where the workflows run, so no key is needed.
+
     Raises EmptyRegistryError when there is nothing to serve, KeyConfigError without a worker key.
     """
-    from activities.trust import TrustActivities
+    workflows, activities = registered([] if activities_only else workflows, activities)
+    if not activities_only:
+        from activities.trust import TrustActivities
 
-    workflows, activities = registered(workflows, activities)
-    keys = keys or WorkerKeys.load()
-    activities = [*activities, *TrustActivities(keys.worker, keys.vote).activities()]
+        keys = keys or WorkerKeys.load()
+        activities = [*activities, *TrustActivities(keys.worker, keys.vote).activities()]
     # A client made by pitstop.client.connect already carries the tracing interceptor, and
     # Temporal applies client interceptors to the worker too; adding it twice doubles spans.
     interceptors: list[Interceptor] = [] if _client_has_tracing(client) else [tracing_interceptor()]
@@ -188,15 +199,18 @@ async def run_worker(
     max_concurrent_local_activities: int = DEFAULT_MAX_CONCURRENT_LOCAL_ACTIVITIES,
     grace_seconds: float = DEFAULT_GRACE_SECONDS,
     metrics_address: str | None = None,
+    activities_only: bool = False,
 ) -> None:
     """Connect, serve `task_queue` until SIGTERM/SIGINT, then shut down gracefully. With
-    `metrics_address` (HOST:PORT), serve pitstop's and the Temporal SDK's metrics there."""
-    registered()  # fail on empty registries before needing a server
+    `metrics_address` (HOST:PORT), serve pitstop's and the Temporal SDK's metrics there; with
+    `activities_only`, only the module activities (a cluster's own worker)."""
+    registered([] if activities_only else None)  # fail on empty registries before needing a server
     if metrics_address:
         parse_address(metrics_address)  # MetricsAddressError: refuse to start on a bad address
     policy = load_policy()  # PolicyError: refuse to start, before connecting
     log_policy(policy)
-    keys = WorkerKeys.load(settings.home)  # and on a missing key
+    # And on a missing key; a worker of activities only signs nothing (see the module's doc).
+    keys = None if activities_only else WorkerKeys.load(settings.home)
     # Before connecting: the Temporal SDK's metrics need its runtime set up before any client.
     metrics = start_worker_metrics(metrics_address) if metrics_address else None
     client = await connect(settings)
@@ -208,16 +222,18 @@ async def run_worker(
         grace_seconds=grace_seconds,
         keys=keys,
         extra_interceptors=metrics.interceptors if metrics else (),
+        activities_only=activities_only,
     )
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
     log.info(
-        "worker serving task queue %r on %s (namespace %s)",
+        "worker serving task queue %r on %s (namespace %s): %s",
         task_queue,
         settings.temporal_address,
         settings.temporal_namespace,
+        serving_mode(activities_only),
     )
     log.info("payload encryption: %s", encryption_summary(client.data_converter))
     # Clients and the codec server must use this same store, or they cannot read what it writes.
@@ -234,6 +250,16 @@ async def run_worker(
 
     close_all()
     log.info("worker stopped")
+
+
+def serving_mode(activities_only: bool) -> str:
+    """What a worker serves, as its start line says it."""
+    if activities_only:
+        return (
+            "activities only (a cluster's worker: the module tasks of runs whose inventory's "
+            "cluster names this queue; workflows run on the central worker)"
+        )
+    return "workflows and activities"
 
 
 def start_worker_metrics(address: str) -> WorkerMetrics:
@@ -288,6 +314,15 @@ def main(
             "(e.g. 0.0.0.0:9464; default: off).",
         ),
     ] = None,
+    activities_only: Annotated[
+        bool,
+        typer.Option(
+            "--activities-only",
+            envvar="PITSTOP_ACTIVITIES_ONLY",
+            help="Serve only the module activities, no workflows: the worker deployed inside one "
+            "cluster, on that cluster's task queue (the inventory's cluster.task_queue).",
+        ),
+    ] = False,
     show_policy_: Annotated[
         bool,
         typer.Option(
@@ -312,6 +347,7 @@ def main(
                 max_concurrent_local_activities=max_concurrent_local_activities,
                 grace_seconds=grace_seconds,
                 metrics_address=metrics_address,
+                activities_only=activities_only,
             )
         )
     except (EmptyRegistryError, PitstopConnectionError, KeyConfigError, MetricsAddressError) as exc:
