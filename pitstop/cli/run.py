@@ -354,6 +354,7 @@ def status(
             return
         if not watch or current.status in FINAL_STATES:
             console.print(status_view(current))
+            await _say_if_waiting(client, current)
             return
         # The end comes from the history long-poll, not from the next refresh.
         try:
@@ -364,6 +365,19 @@ def status(
         console.print(report_view(report, ok_rows=None if all_hosts else OK_ROWS_SHOWN))
 
     _run(go)
+
+
+async def _say_if_waiting(client: Client, current: RunStatus) -> None:
+    """A run whose cluster's worker is missing waits, it does not fail: say so, and what to do."""
+    from pitstop.cluster_queue import run_waiting
+
+    try:
+        line = await run_waiting(client, current)
+    except RPCError as exc:
+        # The status above stands; only this one check could not be made.
+        line = f"could not tell whether the cluster's worker is polling: {exc.message}"
+    if line:
+        console.print(line, style="yellow", highlight=False, soft_wrap=True)
 
 
 async def _finished_report(handle: WorkflowHandle[Any, RunReport]) -> RunReport | None:
