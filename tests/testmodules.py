@@ -244,3 +244,8 @@ async def test_durable_step(call: ModuleCall) -> ModuleResult:
 
 
 TEST_ACTIVITIES.append(test_durable_step)
+
+
+# What `python worker.py` serves of this module when PITSTOP_MODULES names it (a real worker
+# process of the tests, e.g. the activities-only cluster workers of tests/multicluster.py).
+ACTIVITIES = TEST_ACTIVITIES
