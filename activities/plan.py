@@ -201,7 +201,10 @@ def _hosts_part(stage: PlannedStage) -> dict[str, Any]:
 def _hostvars(inventory: Inventory, host: str) -> dict[str, Any]:
     if host in inventory.hosts:
         return inventory.hostvars(host)
-    return {"inventory_hostname": host, "group_names": []}
+    # Ansible's implicit localhost is in no group, "however it will use vars from host_vars and
+    # from the 'all' group" (docs: inventory/implicit_localhost).
+    shared = dict(inventory.groups["all"].vars) if "all" in inventory.groups else {}
+    return {**shared, "inventory_hostname": host, "group_names": []}
 
 
 def _domain(

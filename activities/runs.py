@@ -14,6 +14,7 @@ from temporalio.client import Client, WorkflowExecutionDescription, WorkflowExec
 from temporalio.service import RPCError, RPCStatusCode
 
 from activities.module_activity import module_activity
+from activities.runs_children import RUNS_CHILDREN_ACTIVITIES
 from pitstop.contracts import ModuleCall, ModuleResult, RunReport
 from pitstop.errors import ErrorType, fail, make_error
 from pitstop.module_args.runs import REQUIRE_RUN, RequireRunArgs
@@ -148,4 +149,5 @@ def _differs(theirs: Any, ours: Any) -> str:
     return f"{theirs!r}, not {ours!r}"
 
 
-RUNS_ACTIVITIES: list[Callable[..., Any]] = [runs_require]
+# With a promotion's child runs (activities/runs_children.py).
+RUNS_ACTIVITIES: list[Callable[..., Any]] = [runs_require, *RUNS_CHILDREN_ACTIVITIES]

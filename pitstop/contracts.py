@@ -134,6 +134,11 @@ class RunRequest(BaseModel):
     # (workflows/run_hosts.py); each continue-as-new waits for the hosts in flight, so the
     # fewer the better.
     max_launches_per_execution: int = Field(default=2000, ge=1)
+    # A promotion (runbooks/promotion.yaml, `runs.run`) starts each cluster's run with `hold`:
+    # once its stages succeed the run waits, `held`, for the `release` signal (the promotion
+    # went through) or `rollback` (a later ring failed: the runbook's own rollback runs, as if
+    # its last stage had failed). A run that fails or rolls back on its own ends at once.
+    hold: bool = Field(default=False, description="Stay open after succeeding until released or rolled back.")
     # Set by a holder of the vote key (the CLI next to the embedded stack, the demo): who asked.
     requester_proof: RequesterProof | None = Field(
         default=None, description="Signed requester (vote key); without it `requested_by` is a claim."
@@ -383,6 +388,9 @@ RunState = Literal[
     "waiting_gate",
     "paused",
     "rolling_back",
+    # A promotion's ring: every stage is done and the run stays open until the promotion
+    # releases it (it then ends as it would have) or rolls it back (a later ring failed).
+    "held",
     "succeeded",
     "completed_with_failures",
     "failed",

@@ -29,6 +29,7 @@ _STYLE = {
     "aborted": "red",
     "rolled_back": "magenta",
     "rolling_back": "magenta",
+    "held": "cyan",
     "completed_with_failures": "yellow",
 }
 

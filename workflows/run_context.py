@@ -42,6 +42,8 @@ class RunContext:
         self.paused = False
         self.abort_reason: str | None = None
         self.rollback_request: str | None = None
+        # A held run (a promotion's ring, RunRequest.hold) was let go by its promotion.
+        self.released = False
         self.hosts_to_skip: set[str] = set()
         # Why the current stage stopped launching (a rollback trigger); open host gates of
         # the stage close with it, so that hosts waiting for a vote do not hold the rollback.

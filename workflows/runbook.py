@@ -207,6 +207,11 @@ class RunbookWorkflow:
     def rollback(self, reason: str) -> None:
         self.ctx.rollback_request = reason or "rollback requested by operator"
 
+    @workflow.signal
+    def release(self) -> None:
+        """A held run (RunRequest.hold) ends as its stages left it. Anything else ignores it."""
+        self.ctx.released = True
+
     # --- messages from the run's own hosts (signed: see workflows/trust.py) -----------------
     @workflow.signal(unfinished_policy=_ABANDON)
     async def host_gate(self, request: HostGateRequest) -> None:
@@ -346,7 +351,34 @@ class RunbookWorkflow:
                 # An abort or rollback arrived while handlers finished: this execution
                 # handles it (the stage loop stops before it would continue as new again).
                 await self.ctx.slack.start()
+        if request.hold:
+            await self._hold()
         return await self._finish()
+
+    async def _hold(self) -> None:
+        """A promotion's ring: a run whose stages all succeeded stays open until the promotion
+        releases it, or rolls it back (a later ring failed) with the runbook's own rollback,
+        every stage latest first, as when its last stage fails. An abort ends it as it is."""
+        progress = self.ctx.p()
+        stages = self.ctx.stage_runs().all
+        if (
+            self.ctx.abort_reason is not None
+            or progress.rollback_reason is not None
+            or self.ctx.msg
+            or not stages
+            or any(s.status.status not in ("ok", "skipped") for s in stages)
+        ):
+            return  # it did not succeed: it ends now, and says why
+        self.ctx.set_status("held")
+        await workflow.wait_condition(
+            lambda: self.ctx.released
+            or self.ctx.rollback_request is not None
+            or self.ctx.abort_reason is not None
+        )
+        if self.ctx.released or self.ctx.abort_reason is not None:
+            return
+        assert self.ctx.rollback_request is not None
+        await self.compensation.rollback(stages[-1], self.ctx.rollback_request)
 
     async def _start(self, request: RunRequest) -> RunReport | None:
         """The run's state: continued, or planned afresh; a report when the run ends at once."""

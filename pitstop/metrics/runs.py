@@ -38,7 +38,7 @@ WORKFLOW_TYPE = "RunbookWorkflow"
 DEFAULT_INTERVAL = 15.0
 MAX_QUERIED = 200
 RPC_TIMEOUT = timedelta(seconds=5)
-OPEN_STATES = ("planning", "running", "waiting_gate", "paused", "rolling_back")
+OPEN_STATES = ("planning", "running", "waiting_gate", "paused", "rolling_back", "held")
 CLOSED_STATES = tuple(s for s in get_args(RunState) if s not in OPEN_STATES)
 # Runs that ended without the engine's own verdict: Temporal's word for how.
 OTHER_ENDINGS = {

@@ -25,7 +25,7 @@ import textwrap
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel
 from temporalio.client import Client, WorkflowHandle, WorkflowUpdateFailedError
@@ -66,6 +66,8 @@ class Scenario:
     domains: int = 1
     check_mode: bool = False
     max_launches_per_execution: int = 400
+    # Started with `hold` (a promotion's ring): once held, the recorder sends this signal.
+    held: Literal["release", "rollback"] | None = None
     # HostWorkflow children to keep, as suffixes of `<run id>/`: `<stage>/<host>`,
     # `<stage>/rollback/<host>`, `run/rollback`, `<stage>/observe/<n>`.
     children: Sequence[str] = field(default_factory=tuple)
@@ -329,7 +331,43 @@ SCENARIOS: tuple[Scenario, ...] = (
                 test.step: {value: "{{ inventory_hostname }}"}
         """,
     ),
+    Scenario(
+        name="hold",
+        covers="a promotion's ring: held after its stages succeed, then rolled back by the promotion "
+        "(the `rollback` signal while held: every stage's rollback, latest first)",
+        hosts=2,
+        expect="rolled_back",
+        held="rollback",
+        children=("fleet/rollback/h00",),
+        runbook="""
+        name: replay-hold
+        stages:
+          - name: fleet
+            hosts: gpu
+            tasks:
+              - name: change
+                test.step: {value: "{{ inventory_hostname }}"}
+            rollback:
+              - name: undo
+                test.step: {value: "undo {{ inventory_hostname }}"}
+        """,
+    ),
 )
+
+
+async def answer_hold(
+    handle: WorkflowHandle[Any, RunReport], scenario: Scenario, done: asyncio.Event
+) -> None:
+    """Once the run is held, send the scenario's signal (as a promotion would)."""
+    while scenario.held is not None and not done.is_set():
+        status = await handle.query("status", result_type=RunStatus)
+        if status.status == "held":
+            if scenario.held == "rollback":
+                await handle.signal("rollback", "recorded: a later ring failed")
+            else:
+                await handle.signal("release")
+            return
+        await asyncio.sleep(0.2)
 
 
 async def approve_open_gates(handle: WorkflowHandle[Any, RunReport], done: asyncio.Event) -> None:
@@ -366,17 +404,20 @@ async def run_scenario(client: Client, scenario: Scenario) -> tuple[RunReport, l
         requested_by=REQUESTER,
         check_mode=scenario.check_mode,
         max_launches_per_execution=scenario.max_launches_per_execution,
+        hold=scenario.held is not None,
     )
     handle = await client.start_workflow(
         "RunbookWorkflow", request, id=scenario.workflow_id, task_queue=TASK_QUEUE, result_type=RunReport
     )
     done = asyncio.Event()
     voter = asyncio.create_task(approve_open_gates(handle, done))
+    holder = asyncio.create_task(answer_hold(handle, scenario, done))
     try:
         report = await asyncio.wait_for(handle.result(), timeout=120)
     finally:
         done.set()
         await voter
+        await holder
     if report.status != scenario.expect:
         raise RuntimeError(
             f"scenario {scenario.name!r} ended {report.status!r}, expected {scenario.expect!r}: {report.msg}"

@@ -250,3 +250,19 @@ def test_a_templated_observe_window_is_resolved_when_planned_and_a_bad_one_names
     assert "observe.duration of stage 'widen' ({{ observe_window }}): invalid duration 'soon'" in str(
         refused.value
     )
+
+
+def test_the_implicit_localhost_gets_the_all_groups_vars_as_in_ansible() -> None:
+    # Ansible: implicit localhost "is not targetable with any group, however it will use vars
+    # from host_vars and from the 'all' group" (docs: inventory/implicit_localhost).
+    files = {
+        "runbook.yaml": "name: r\nstages:\n  - name: s\n    hosts: localhost\n"
+        "    tasks:\n      - debug: hi\n",
+        "inventory.yaml": "all:\n  vars: {cluster_name: lab}\n  children:\n"
+        "    gpu:\n      vars: {pool: training}\n      hosts:\n        n1: {}\n",
+    }
+    plan = build_plan(RunRequest(runbook="runbook.yaml", inventory="inventory.yaml", files=files))
+    local = plan.hostvars["localhost"]
+    assert local["cluster_name"] == "lab"
+    assert "pool" not in local, "no other group's vars: localhost is in no group"
+    assert local["group_names"] == []
