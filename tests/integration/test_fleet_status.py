@@ -1,0 +1,189 @@
+"""`pitstop fleet status` against real components: the shipped fleet-inventory runbook on two
+rehearsal clusters seeded with different Kubernetes versions, the shipped etcd-backup runbook
+(real etcd, moto S3) on one, a run held at a gate on the other; then the CLI, a subprocess that
+reaches only Temporal, shows both clusters' versions, the skew, the backup, "never drilled",
+the run in progress, and "never inventoried" for a cluster with no runs; the Markdown holds the
+same. An unreachable Temporal is the one-line CLI error."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+from temporalio.client import Client, WorkflowHandle
+from typer.testing import CliRunner
+
+from pitstop.cli.app import build_app
+from pitstop.contracts import Decision, RunReport, RunStatus
+from pitstop.settings import Settings
+from tests.integration.engine.conftest import RunFn, StartFn, engine_worker, run, start_run, status_when
+from tests.integration.etcd.conftest import (
+    Site,
+    aws_env,
+    bucket,
+    cluster,
+    live_data_dir,
+    shipped,
+    shipped_tasks,
+    site,
+)
+from tests.integration.sim.conftest import StartSim, start_sim
+
+__all__ = [
+    "aws_env",
+    "bucket",
+    "cluster",
+    "engine_worker",
+    "live_data_dir",
+    "run",
+    "site",
+    "start_run",
+    "start_sim",
+]
+
+REPO = Path(__file__).resolve().parents[2]
+PITSTOP = Path(sys.executable).parent / "pitstop"
+SIM = """
+cluster: {nodes: 1, domains: 1}
+timing: {time_scale: 20}
+"""
+
+
+def platform(kubernetes: str) -> str:
+    return f"""
+platform:
+  kubernetes_version: {kubernetes}
+  control_plane: {{nodes: 1}}
+"""
+
+
+HELD = """
+name: fleet-held
+approvers:
+  sre: [alice]
+stages:
+  - name: hold
+    hosts: localhost
+    gate: {before: true, approvers: sre}
+    tasks:
+      - debug: {msg: released}
+"""
+
+
+def on(cluster: str, inventory: str = "all:\n  hosts:\n    localhost: {}\n") -> str:
+    return f"cluster: {{name: {cluster}}}\n{inventory}"
+
+
+async def visible(client: Client, query: str, count: int, within: float = 30.0) -> None:
+    """Wait until visibility lists `count` runs for `query` (it trails the runs a little)."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + within
+    while True:
+        found = [w async for w in client.list_workflows(query)]
+        if len(found) >= count:
+            return
+        if loop.time() > deadline:
+            raise AssertionError(f"visibility listed {len(found)} of {count} runs for {query!r}")
+        await asyncio.sleep(0.1)
+
+
+def fleet_cli(settings: Settings, *args: str) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "TEMPORAL_ADDRESS": settings.temporal_address, "COLUMNS": "400"}
+    return subprocess.run(
+        [str(PITSTOP), "fleet", "status", *args], capture_output=True, text=True, env=env, timeout=120
+    )
+
+
+def table_rows(text: str) -> list[list[str]]:
+    """The rows of every table in the terminal's or the Markdown's output, as cell texts
+    (without the Markdown's bold marks)."""
+    rows = []
+    for line in text.splitlines():
+        sep = "│" if line.startswith("│") else "|" if line.startswith("|") else None
+        if sep is not None:
+            rows.append([c.strip().strip("*") for c in line.split(sep)[1:-1]])
+    return rows
+
+
+@pytest.fixture(autouse=True)
+def shipped_compat(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("PITSTOP_COMPAT_DIR", str(REPO / "runbooks" / "compat"))
+
+
+async def test_fleet_status_shows_versions_skew_backup_drills_and_runs_of_every_cluster(
+    start_sim: StartSim,
+    site: Site,
+    run: RunFn,
+    start_run: StartFn,
+    temporal_client: Client,
+    temporal_settings: Settings,
+    tmp_path: Path,
+) -> None:
+    old, new, empty = site.cluster, f"{site.cluster}-b", f"{site.cluster}-none"
+    start_sim(SIM, platform("v1.30.6")).register(old)
+    start_sim(SIM, platform("v1.31.2")).register(new)
+    inventory = (REPO / "runbooks" / "fleet-inventory.yaml").read_text()
+    latest: dict[str, str] = {}
+    for name in (old, new, old):  # the old cluster twice: its newest inventory is shown
+        report = await run(inventory, on(name))
+        assert report.status == "succeeded", report.msg
+        [task] = report.stages[0].hosts[0].tasks
+        # Too large for the run's report: the fleet view reads it from the host's history.
+        assert task.module == "inventory.versions" and task.data.get("truncated") is True
+        latest[name] = report.run_id
+    backup = await run(shipped("etcd-backup.yaml"), on(old, site.inventory()), extra_files=shipped_tasks())
+    assert backup.status == "succeeded", backup.msg
+    held: WorkflowHandle[Any, RunReport] = await start_run(HELD, on(new))
+
+    def gate_open(status: RunStatus) -> bool:
+        return any(g.status == "open" for g in status.gates)
+
+    await status_when(held, gate_open, within=60)
+    await visible(temporal_client, f"PitstopCluster = '{old}' AND ExecutionStatus = 'Completed'", 3)
+    await visible(temporal_client, f"PitstopCluster = '{new}' AND PitstopStatus = 'waiting_gate'", 1)
+
+    markdown = tmp_path / "fleet.md"
+    done = await asyncio.to_thread(
+        fleet_cli, temporal_settings, "--clusters", f"{old},{new},{empty}", "--markdown", str(markdown)
+    )
+    assert done.returncode == 0, done.stderr
+    for text in (done.stdout, markdown.read_text()):
+        rows = table_rows(text)
+        # Both clusters' inventories (columns in the order named), the skew, and the cluster
+        # no run ever inventoried.
+        assert ["kubernetes", "v1.30.6", "v1.31.2"] in [r[1:] for r in rows if len(r) == 4]
+        assert ["kubernetes", "v1.31.2", "-", f"{old} (v1.30.6)", "-"] in rows
+        assert f"{old}: inventoried by fleet-inventory run {latest[old]} at" in text
+        assert f"{new}: inventoried by fleet-inventory run {latest[new]} at" in text
+        assert f"{empty}: never inventoried: run runbooks/fleet-inventory.yaml on it" in text
+        # The backup of one cluster; "never drilled" for both, "never backed up" for the other.
+        [old_row] = [r for r in rows if r[0] == old and len(r) == 3]
+        assert backup.run_id in old_row[1] and f"s3://{site.bucket}/etcd-backups/{old}/" in old_row[1]
+        assert old_row[2] == "never drilled"
+        assert [new, "never backed up", "never drilled"] in rows
+        # The run held at its gate, with its stage and status.
+        assert [new, "fleet-held", held.id, "hold", "waiting_gate"] in [r[:5] for r in rows]
+
+    # Without --clusters: the clusters the newest runs name (the session's other tests' too).
+    found = await asyncio.to_thread(fleet_cli, temporal_settings)
+    assert found.returncode == 0, found.stderr
+    assert {old, new} <= {r[0] for r in table_rows(found.stdout) if len(r) == 3}
+    assert empty not in found.stdout
+
+    await held.execute_update("decide", Decision(approve=False, approver="alice", comment="done"))
+    await held.result()
+
+
+def test_an_unreachable_temporal_is_one_line(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("TEMPORAL_ADDRESS", "127.0.0.1:1")
+    result = CliRunner().invoke(build_app(["fleet"]), ["fleet", "status", "--clusters", "lab"])
+    assert result.exit_code == 1
+    assert result.stderr.splitlines() == [
+        "error: cannot reach Temporal at 127.0.0.1:1 (is `pitstop dev up` running?): Connection refused; "
+        "or set TEMPORAL_ADDRESS to your Temporal's host:port"
+    ]
