@@ -8,11 +8,12 @@ same. An unreachable Temporal is the one-line CLI error."""
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import subprocess
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 from temporalio.client import Client, WorkflowHandle
@@ -20,6 +21,8 @@ from typer.testing import CliRunner
 
 from pitstop.cli.app import build_app
 from pitstop.contracts import Decision, RunReport, RunStatus
+from pitstop.fleet import tables as fleet_tables
+from pitstop.fleet.source import read_fleet
 from pitstop.settings import Settings
 from tests.integration.engine.conftest import RunFn, StartFn, engine_worker, run, start_run, status_when
 from tests.integration.etcd.conftest import (
@@ -33,6 +36,9 @@ from tests.integration.etcd.conftest import (
     site,
 )
 from tests.integration.sim.conftest import StartSim, start_sim
+
+if TYPE_CHECKING:
+    from mypy_boto3_s3 import S3Client
 
 __all__ = [
     "aws_env",
@@ -187,3 +193,33 @@ def test_an_unreachable_temporal_is_one_line(monkeypatch: pytest.MonkeyPatch) ->
         "error: cannot reach Temporal at 127.0.0.1:1 (is `pitstop dev up` running?): Connection refused; "
         "or set TEMPORAL_ADDRESS to your Temporal's host:port"
     ]
+
+
+async def test_the_last_drill_shows_its_measured_rto_rpo_and_verdict_from_the_drill_report(
+    start_sim: StartSim, site: Site, run: RunFn, temporal_client: Client, s3_client: S3Client
+) -> None:
+    start_sim(SIM, platform("v1.30.6")).register(site.cluster)
+    backup = await run(
+        shipped("etcd-backup.yaml"), on(site.cluster, site.inventory()), extra_files=shipped_tasks()
+    )
+    assert backup.status == "succeeded", backup.msg
+    drill = await run(shipped("etcd-restore-drill.yaml"), on(site.cluster, site.inventory()))
+    assert drill.status == "succeeded", drill.msg
+    await visible(temporal_client, f"PitstopCluster = '{site.cluster}' AND ExecutionStatus = 'Completed'", 2)
+
+    fleet = await read_fleet(temporal_client, [site.cluster])
+    [status] = fleet.clusters
+    assert status.inventory is None and status.backup is not None and status.backup.run_id == backup.run_id
+    shown = status.drill
+    assert shown is not None and shown.run_id == drill.run_id and shown.passed and shown.reasons == []
+    # The figures the drill measured and stored next to the snapshot, read back from the run.
+    [key] = [
+        o["Key"]
+        for o in s3_client.list_objects_v2(Bucket=site.bucket, Prefix=site.prefix)["Contents"]
+        if ".drill-" in o["Key"] and o["Key"].endswith(".json")
+    ]
+    stored = json.loads(s3_client.get_object(Bucket=site.bucket, Key=key)["Body"].read())
+    assert (shown.rto_s, shown.rpo_s) == (stored["rto_s"], stored["rpo_s"])
+    assert shown.report_uri == f"s3://{site.bucket}/{key.removesuffix('.json')}.md"
+    [row] = [r for r in fleet_tables.recovery(fleet).rows if r[0] == site.cluster]
+    assert row[2].startswith("PASSED ") and f"run {drill.run_id}, RTO {stored['rto_s']:.1f}s" in row[2]
