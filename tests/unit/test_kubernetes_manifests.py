@@ -201,3 +201,56 @@ def test_kustomize_renders_everything_but_the_upgrades_role() -> None:
     kinds = re.findall(r"^kind: (\w+)$", rendered.stdout, re.MULTILINE)
     assert sorted(set(kinds)) == ["ClusterRole", "ClusterRoleBinding", "ConfigMap", "Deployment", "Namespace",
                                   "NetworkPolicy", "RoleBinding", "ServiceAccount"]  # fmt: skip
+
+
+CLUSTER_WORKER = ROOT / "deploy" / "kubernetes-cluster-worker"
+
+
+@pytest.fixture(scope="module")
+def cluster_worker() -> list[Obj]:
+    """deploy/kubernetes-cluster-worker as kustomize renders it (the base plus its patches)."""
+    kubectl = shutil.which("kubectl")
+    if kubectl is None:
+        pytest.skip("no kubectl on PATH to render the kustomization")
+    rendered = subprocess.run(
+        [kubectl, "kustomize", str(CLUSTER_WORKER)], capture_output=True, text=True, timeout=60
+    )
+    assert rendered.returncode == 0, rendered.stderr
+    return [d for d in YAML(typ="safe").load_all(rendered.stdout) if isinstance(d, dict)]
+
+
+def test_the_cluster_worker_serves_its_clusters_queue_activities_only_through_its_service_account(
+    cluster_worker: list[Obj], tmp_path: Path
+) -> None:
+    from pitstop.policy import load_policy
+    from pitstop.policy.errors import POLICY_ENV
+
+    [deployment] = _of(cluster_worker, "Deployment")
+    pod = deployment["spec"]["template"]["spec"]
+    [container] = pod["containers"]
+    assert container["command"] == ["python", "worker.py", "--activities-only"]
+    env = {e["name"]: e.get("value") for e in container["env"]}
+    # A worker policy (it loads as the worker would load it) for one cluster, reached in-cluster.
+    [config] = _of(cluster_worker, "ConfigMap")
+    policy_file = tmp_path / Path(env["PITSTOP_WORKER_POLICY"] or "").name
+    policy_file.write_text(config["data"][policy_file.name])
+    policy = load_policy({POLICY_ENV: str(policy_file), "PITSTOP_HOME": str(tmp_path)})
+    [(name, rule)] = policy.clusters.items()
+    assert rule.in_cluster and rule.kubeconfig is None
+    # The cluster's own queue, named after it (what its inventories give as cluster.task_queue).
+    assert env["PITSTOP_TASK_QUEUE"] == f"pitstop-{name}"
+    assert pod["serviceAccountName"] == "pitstop-worker" and pod["automountServiceAccountToken"] is True
+    # No kubeconfig anywhere: not in the environment, not mounted.
+    assert "KUBECONFIG" not in env
+    assert not any("kube" in m["mountPath"] or "kube" in m["name"] for m in container["volumeMounts"])
+    # No worker or vote key: the workflows' signing runs on the central worker.
+    assert not {"PITSTOP_WORKER_KEY_FILE", "PITSTOP_VOTE_KEY_FILE"} & set(env)
+    [keys] = [v for v in pod["volumes"] if v["name"] == "keys"]
+    assert [i["key"] for i in keys["secret"]["items"]] == ["codec.key"]
+    assert env["PITSTOP_CODEC_KEY_FILE"] == "/etc/pitstop/keys/codec.key"
+    # Still the base's hardening, RBAC and network policy around it.
+    assert container["securityContext"]["readOnlyRootFilesystem"] is True
+    [network] = _of(cluster_worker, "NetworkPolicy")
+    labels = deployment["spec"]["template"]["metadata"]["labels"]
+    assert network["spec"]["podSelector"]["matchLabels"].items() <= labels.items()
+    assert _of(cluster_worker, "ClusterRoleBinding") and _of(cluster_worker, "ServiceAccount")
