@@ -155,9 +155,18 @@ async def test_fleet_status_shows_versions_skew_backup_drills_and_runs_of_every_
 
     markdown = tmp_path / "fleet.md"
     done = await asyncio.to_thread(
-        fleet_cli, temporal_settings, "--clusters", f"{old},{new},{empty}", "--markdown", str(markdown)
+        fleet_cli,
+        temporal_settings,
+        "--clusters",
+        f"{old},{new},{empty}",
+        "--markdown",
+        str(markdown),
+        "--html",
+        str(tmp_path / "fleet.html"),
     )
     assert done.returncode == 0, done.stderr
+    html = (tmp_path / "fleet.html").read_text()
+    assert f'<td class="marked">{old} (v1.30.6)</td>' in html and held.id in html
     for text in (done.stdout, markdown.read_text()):
         rows = table_rows(text)
         # Both clusters' inventories (columns in the order named), the skew, and the cluster
