@@ -371,9 +371,11 @@ class RunbookWorkflow:
             return  # it did not succeed: it ends now, and says why
         self.ctx.set_status("held")
         await workflow.wait_condition(
-            lambda: self.ctx.released
-            or self.ctx.rollback_request is not None
-            or self.ctx.abort_reason is not None
+            lambda: (
+                self.ctx.released
+                or self.ctx.rollback_request is not None
+                or self.ctx.abort_reason is not None
+            )
         )
         if self.ctx.released or self.ctx.abort_reason is not None:
             return

@@ -58,7 +58,6 @@ REQUIRE_RUN: ModuleSpec[RequireRunArgs] = ModuleSpec(
 )
 
 
-
 def _poll(value: str) -> str:
     if not value.startswith("{{"):
         parse_duration(value)

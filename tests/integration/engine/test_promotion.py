@@ -82,7 +82,8 @@ async def approve(handle: WorkflowHandle[Any, RunReport], gate: str) -> None:
 
 
 async def child(client: Client, parent: str, cluster: str) -> RunReport:
-    report: RunReport = await client.get_workflow_handle(f"{parent}.{cluster}", result_type=RunReport).result()
+    handle = client.get_workflow_handle(f"{parent}.{cluster}", result_type=RunReport)
+    report: RunReport = await handle.result()
     return report
 
 
