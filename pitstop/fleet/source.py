@@ -57,6 +57,8 @@ READS = 32
 # Completed inventory runs opened per cluster looking for an inventory (a run may have ended
 # before its inventory task): the newest first.
 INVENTORY_RUNS = 5
+# Completed backup or drill runs opened per cluster looking for one that was not a check-mode run.
+RECOVERY_RUNS = 5
 # Runs in progress listed per cluster.
 IN_FLIGHT_SHOWN = 20
 # Runs whose search attributes are read to find the clusters when none are named.
@@ -150,43 +152,45 @@ class FleetReader:
                 return inventory
         return None
 
+    async def _newest_real(self, query: str) -> RunReport | None:
+        """The report of the newest completed run of `query` that was not a check-mode run (a
+        backup "succeeds" in check mode without uploading, a drill is skipped); at most
+        RECOVERY_RUNS runs are opened."""
+        for execution in _newest_first(await self.runs(query, RECOVERY_RUNS)):
+            report = await self.report(execution)
+            if report is not None and not report.check_mode:
+                return report
+        return None
+
     async def backup(self, cluster: str) -> tuple[Backup | None, RunRef | None]:
         """The newest succeeded backup, and the newest backup run when it did not succeed."""
         done = cluster_query(
             cluster, f"PitstopRunbook = {_quoted(BACKUP_RUNBOOK)}", "ExecutionStatus = 'Completed'"
         )
         newest, ok = await asyncio.gather(
-            self.runs(done, 1), self.runs(f"{done} AND PitstopStatus = 'succeeded'", 1)
+            self._newest_real(done), self._newest_real(f"{done} AND PitstopStatus = 'succeeded'")
         )
-        failed: RunRef | None = None
-        if newest and _attr(newest[0], STATUS_KEY) != "succeeded":
-            report = await self.report(newest[0])
+        failed = None
+        if newest is not None and newest.status != "succeeded":
             failed = RunRef(
-                run_id=newest[0].id,
-                status=report.status if report else (_attr(newest[0], STATUS_KEY) or "unknown"),
-                ended_at=newest[0].close_time,
-                msg=report.msg if report else "",
+                run_id=newest.run_id, status=newest.status, ended_at=newest.ended_at, msg=newest.msg
             )
-        if not ok:
+        if ok is None:
             return None, failed
-        report = await self.report(ok[0])
-        if report is None:
-            return None, failed
-        at = last_task(report, UPLOAD_MODULE)
+        at = last_task(ok, UPLOAD_MODULE)
         data = await self._task_data(at, UPLOAD_MODULE) if at is not None else None
-        return backup_of(report, data), failed
+        return backup_of(ok, data), failed
 
     async def drill(self, cluster: str) -> Drill | None:
         query = cluster_query(
             cluster, f"PitstopRunbook = {_quoted(DRILL_RUNBOOK)}", "ExecutionStatus = 'Completed'"
         )
-        newest = await self.runs(query, 1)
-        report = await self.report(newest[0]) if newest else None
-        if report is None:
+        newest = await self._newest_real(query)
+        if newest is None:
             return None
-        at = last_task(report, DRILL_MODULE)
+        at = last_task(newest, DRILL_MODULE)
         data = await self._task_data(at, DRILL_MODULE) if at is not None else None
-        return drill_of(report, data)
+        return drill_of(newest, data)
 
     async def in_flight(self, cluster: str) -> tuple[list[RunInFlight], bool]:
         query = cluster_query(cluster, "ExecutionStatus = 'Running'")

@@ -204,7 +204,7 @@ def test_an_unreachable_temporal_is_one_line(monkeypatch: pytest.MonkeyPatch) ->
     ]
 
 
-async def test_the_last_drill_shows_its_measured_rto_rpo_and_verdict_from_the_drill_report(
+async def test_the_last_drill_shows_its_measured_rto_rpo_and_verdict_and_check_runs_are_not_backups(
     start_sim: StartSim, site: Site, run: RunFn, temporal_client: Client, s3_client: S3Client
 ) -> None:
     start_sim(SIM, platform("v1.30.6")).register(site.cluster)
@@ -214,10 +214,17 @@ async def test_the_last_drill_shows_its_measured_rto_rpo_and_verdict_from_the_dr
     assert backup.status == "succeeded", backup.msg
     drill = await run(shipped("etcd-restore-drill.yaml"), on(site.cluster, site.inventory()))
     assert drill.status == "succeeded", drill.msg
-    await visible(temporal_client, f"PitstopCluster = '{site.cluster}' AND ExecutionStatus = 'Completed'", 2)
+    # Check-mode runs after them: a backup that "succeeds" without uploading, a skipped drill.
+    for runbook in ("etcd-backup.yaml", "etcd-restore-drill.yaml"):
+        checked = await run(
+            shipped(runbook), on(site.cluster, site.inventory()), extra_files=shipped_tasks(), check_mode=True
+        )
+        assert checked.status == "succeeded" and checked.check_mode, checked.msg
+    await visible(temporal_client, f"PitstopCluster = '{site.cluster}' AND ExecutionStatus = 'Completed'", 4)
 
     fleet = await read_fleet(temporal_client, [site.cluster])
     [status] = fleet.clusters
+    # The real runs are shown, not the newer check-mode ones.
     assert status.inventory is None and status.backup is not None and status.backup.run_id == backup.run_id
     shown = status.drill
     assert shown is not None and shown.run_id == drill.run_id and shown.passed and shown.reasons == []

@@ -85,3 +85,16 @@ def test_a_component_one_inventory_lacks_is_compared_among_those_reporting_it() 
     )
     assert [(r.component, sorted(r.by_cluster)) for r in rows] == [("kserve", ["a", "b"])]
     assert fleet_skew({"only": inventory(kubernetes="v1.30.6")}) == []
+
+
+def test_the_fleet_view_queries_the_search_attributes_the_runs_keep() -> None:
+    from pitstop.fleet import source
+    from workflows import run_status
+
+    for mine, theirs in (
+        (source.CLUSTER_KEY, run_status.CLUSTER_KEY),
+        (source.RUNBOOK_KEY, run_status.RUNBOOK_KEY),
+        (source.STAGE_KEY, run_status.STAGE_KEY),
+        (source.STATUS_KEY, run_status.STATUS_KEY),
+    ):
+        assert mine == theirs
