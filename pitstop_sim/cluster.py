@@ -140,6 +140,12 @@ class SimConfig(BaseModel):
         description="The cluster's name in the inventory written next to the SSH files, and the name "
         "it is registered under with the worker (`register`).",
     )
+    cluster_task_queue: str | None = Field(
+        default=None,
+        min_length=1,
+        description="The cluster's own task queue, written into that inventory's `cluster:` block: the "
+        "queue its activities-only worker polls (docs/deployment.md, 'A worker per cluster').",
+    )
     ssh_dir: Path | None = Field(
         default=None,
         description="Where known_hosts, secrets/ and inventory.yaml go (default: next to the kubeconfig).",
@@ -540,6 +546,7 @@ class SimCluster:
             user=self.config.ssh_user,
             bind_host=self.config.host,
             cluster_name=self.config.cluster_name,
+            task_queue=self.config.cluster_task_queue,
         )
         self._ssh, self._ssh_files = endpoints, files
         self.control.ssh = endpoints

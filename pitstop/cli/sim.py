@@ -85,6 +85,13 @@ _Name = Annotated[
         "($PITSTOP_HOME/clusters/<name>/)."
     ),
 ]
+_TaskQueue = Annotated[
+    str | None,
+    typer.Option(
+        help="The cluster's own task queue, written into the inventory's cluster block: its module "
+        "tasks go to the worker polling it (`python worker.py --activities-only --task-queue ...`)."
+    ),
+]
 _Etcd = Annotated[
     str | None,
     typer.Option(
@@ -136,6 +143,7 @@ def serve(
     ssh: _Ssh = True,
     ssh_user: _SshUser = "ops",
     name: _Name = CLUSTER_NAME,
+    task_queue: _TaskQueue = None,
     etcd: _Etcd = None,
     etcd_prefix: _EtcdPrefix = DEFAULT_PREFIX,
     etcd_resume: _EtcdResume = False,
@@ -164,6 +172,7 @@ def serve(
             ssh=ssh,
             ssh_user=ssh_user,
             cluster_name=name,
+            cluster_task_queue=task_queue,
             etcd_endpoint=etcd,
             etcd_prefix=etcd_prefix,
             etcd_on_start="load" if etcd_resume else "clear",
@@ -186,6 +195,7 @@ def _invalid_option(exc: ValidationError) -> NoReturn:
     where = str(first["loc"][0]) if first["loc"] else "rbac"
     option = "--" + where.replace("_", "-").replace("etcd-endpoint", "etcd")
     option = option.replace("--kubeconfig-service-account", "--service-account")
+    option = option.replace("--cluster-task-queue", "--task-queue")
     err_console.print(f"[red]invalid {option}:[/] {first['msg']}", highlight=False)
     raise typer.Exit(2) from None
 
@@ -229,6 +239,7 @@ async def _serve(cluster: SimCluster, policy: WorkerPolicy) -> None:
         f"  admin: {url}/_sim/counters, {url}/_sim/timeline\n"
         f"  metrics: {url}/metrics/dcgm, {url}/metrics/kube-state (Xid: POST {url}/_sim/nodes/NODE/xid)\n"
         f"  registered with the worker as cluster '{cluster.config.cluster_name}' in {registered}\n"
+        + _queue_summary(cluster)
         + _ssh_summary(cluster)
         + _etcd_summary(cluster)
         + _rbac_summary(cluster)
@@ -263,6 +274,16 @@ def _ssh_summary(cluster: SimCluster) -> str:
         f"  inventory: {cluster.inventory_path}\n"
         f"  known_hosts: {cluster.known_hosts_path}\n"
         f"  the worker needs the key: export PITSTOP_SECRETS_DIR={cluster.ssh_secrets_dir}\n"
+    )
+
+
+def _queue_summary(cluster: SimCluster) -> str:
+    queue = cluster.config.cluster_task_queue
+    if not queue:
+        return ""
+    return (
+        f"  its module tasks go to task queue '{queue}': serve it with the worker of this "
+        f"PITSTOP_HOME, `python worker.py --activities-only --task-queue {queue}`\n"
     )
 
 

@@ -80,7 +80,12 @@ def group_name(domain: str) -> str:
 
 
 def inventory(
-    hosts: list[InventoryHost], *, user: str, bind_host: str, cluster_name: str = CLUSTER_NAME
+    hosts: list[InventoryHost],
+    *,
+    user: str,
+    bind_host: str,
+    cluster_name: str = CLUSTER_NAME,
+    task_queue: str | None = None,
 ) -> dict[str, Any]:
     domains: dict[str, dict[str, Any]] = {}
     control_plane: dict[str, Any] = {}
@@ -97,7 +102,11 @@ def inventory(
         }
         if host.role != "control-plane" and host.gpu_product:
             members[host.name]["gpu_product"] = host.gpu_product
-    cluster: dict[str, Any] = {"name": cluster_name, "ssh": {"user": user, "key": {"secret": KEY_SECRET}}}
+    cluster: dict[str, Any] = {"name": cluster_name}
+    if task_queue:
+        # The cluster's own worker polls it (docs/deployment.md, "A worker per cluster").
+        cluster["task_queue"] = task_queue
+    cluster["ssh"] = {"user": user, "key": {"secret": KEY_SECRET}}
     children: dict[str, Any] = {ALL_NODES_GROUP: {"children": domains}}
     gpu = sorted((h for h in hosts if h.role != "control-plane" and h.gpus > 0), key=lambda h: h.name)
     # Nodes without GPUs: the system/CPU pool (the upgrade's node-components stage names it).
@@ -121,6 +130,7 @@ def write_inventory(
     user: str,
     bind_host: str,
     cluster_name: str = CLUSTER_NAME,
+    task_queue: str | None = None,
 ) -> Path:
     buffer = io.StringIO()
     yaml = YAML(typ="safe", pure=True)
@@ -128,7 +138,7 @@ def write_inventory(
     # Keep the order written: `cluster:` first, hosts in node order.
     yaml.representer.sort_base_mapping_type_on_output = False
     yaml.dump(
-        inventory(hosts, user=user, bind_host=bind_host, cluster_name=cluster_name),
+        inventory(hosts, user=user, bind_host=bind_host, cluster_name=cluster_name, task_queue=task_queue),
         buffer,
     )
     header = (
