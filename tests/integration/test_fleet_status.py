@@ -12,18 +12,26 @@ import json
 import os
 import subprocess
 import sys
+import uuid
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pytest
+from pydantic import SecretStr
 from temporalio.client import Client, WorkflowHandle
 from typer.testing import CliRunner
 
+from activities import ACTIVITIES
 from pitstop.cli.app import build_app
-from pitstop.contracts import Decision, RunReport, RunStatus
+from pitstop.client import connect
+from pitstop.codec import ENCODING
+from pitstop.codec_keys import generate_key
+from pitstop.contracts import Decision, RunReport, RunRequest, RunStatus
+from pitstop.devstack import DevStack
 from pitstop.fleet import tables as fleet_tables
 from pitstop.fleet.source import read_fleet
 from pitstop.settings import Settings
+from pitstop.worker_app import build_worker
 from tests.integration.engine.conftest import RunFn, StartFn, engine_worker, run, start_run, status_when
 from tests.integration.etcd.conftest import (
     Site,
@@ -36,6 +44,7 @@ from tests.integration.etcd.conftest import (
     site,
 )
 from tests.integration.sim.conftest import StartSim, start_sim
+from workflows import WORKFLOWS
 
 if TYPE_CHECKING:
     from mypy_boto3_s3 import S3Client
@@ -239,3 +248,47 @@ async def test_the_last_drill_shows_its_measured_rto_rpo_and_verdict_and_check_r
     assert shown.report_uri == f"s3://{site.bucket}/{key.removesuffix('.json')}.md"
     [row] = [r for r in fleet_tables.recovery(fleet).rows if r[0] == site.cluster]
     assert row[2].startswith("PASSED ") and f"run {drill.run_id}, RTO {stored['rto_s']:.1f}s" in row[2]
+
+
+async def test_an_encrypted_inventory_is_read_through_the_clis_converter(
+    start_sim: StartSim, stack: DevStack, task_queue: str
+) -> None:
+    settings = Settings(
+        temporal_address=stack.temporal_address,
+        home=stack.home,
+        ui_url=stack.ui_url,
+        codec_key=SecretStr(generate_key("fleet")),
+    )
+    client = await connect(settings, tracing=False)
+    name = f"enc-{uuid.uuid4().hex[:8]}"
+    start_sim(SIM, platform("v1.31.2")).register(name)
+    files = {
+        "runbook.yaml": (REPO / "runbooks" / "fleet-inventory.yaml").read_text(),
+        "inventory.yaml": on(name),
+    }
+    request = RunRequest(runbook="runbook.yaml", inventory="inventory.yaml", files=files, requested_by="t")
+    async with build_worker(client, task_queue, workflows=WORKFLOWS, activities=ACTIVITIES):
+        handle = await client.start_workflow(
+            "RunbookWorkflow",
+            request,
+            id=f"run-{uuid.uuid4().hex[:10]}",
+            task_queue=task_queue,
+            result_type=RunReport,
+        )
+        done = await handle.result()
+    assert done.status == "succeeded", done.msg
+    # Temporal holds the inventory as ciphertext.
+    host = client.get_workflow_handle(f"{done.run_id}/{done.stages[0].name}/localhost")
+    results = [
+        p
+        async for e in host.fetch_history_events()
+        if e.HasField("activity_task_completed_event_attributes")
+        for p in e.activity_task_completed_event_attributes.result.payloads
+    ]
+    assert results and all(p.metadata["encoding"] == ENCODING and b"v1.31.2" not in p.data for p in results)
+    await visible(client, f"PitstopCluster = '{name}' AND ExecutionStatus = 'Completed'", 1)
+
+    fleet = await read_fleet(client, [name])
+    [status] = fleet.clusters
+    assert status.inventory is not None and status.inventory.run_id == done.run_id
+    assert status.inventory.version_of("kubernetes") == "v1.31.2"
