@@ -111,12 +111,13 @@ class FleetReader:
                 return None  # no report (its history is gone, or it failed as a workflow)
 
     async def module_data(self, at: TaskAt, module: str) -> dict[str, Any] | None:
-        """The data of the last completed `module.<module>` activity in the host workflow's
-        history: where a result too large for the run's report is kept whole. Needs no worker;
-        the client's converter decrypts (and fetches claim-checked payloads)."""
+        """The data of the last `module.<module>` activity that completed and did not fail in
+        the host workflow's history: where a result too large for the run's report is kept
+        whole. Needs no worker; the client's converter decrypts (and fetches claim-checked
+        payloads)."""
         handle = self.client.get_workflow_handle(at.host_workflow_id)
         scheduled: set[int] = set()
-        payloads: Sequence[Any] | None = None
+        completed: list[Sequence[Any]] = []
         async with self.limit:
             try:
                 async for event in handle.fetch_history_events():
@@ -127,13 +128,14 @@ class FleetReader:
                     elif event.HasField("activity_task_completed_event_attributes"):
                         done = event.activity_task_completed_event_attributes
                         if done.scheduled_event_id in scheduled:
-                            payloads = done.result.payloads
+                            completed.append(done.result.payloads)
             except RPCError:
                 return None
-        if not payloads:
-            return None
-        [result] = await self.client.data_converter.decode(payloads, [ModuleResult])
-        return result.data if isinstance(result, ModuleResult) else None
+        for payloads in reversed(completed):
+            [result] = await self.client.data_converter.decode(payloads, [ModuleResult])
+            if isinstance(result, ModuleResult) and not result.failed:
+                return result.data
+        return None
 
     async def _task_data(self, at: TaskAt, module: str) -> dict[str, Any] | None:
         return at.data if at.data is not None else await self.module_data(at, module)
