@@ -18,6 +18,7 @@ from activities.compat import COMPAT_ACTIVITIES
 from activities.dr import DR_ACTIVITIES
 from activities.etcd import ETCD_ACTIVITIES
 from activities.etcd_health import etcd_health
+from activities.fleet_report import FLEET_REPORT_ACTIVITIES
 from activities.gpu import GPU_ACTIVITIES
 from activities.kube import KUBE_ACTIVITIES
 from activities.notify import NOTIFY_ACTIVITIES
@@ -40,6 +41,7 @@ ACTIVITIES: list[Callable[..., Any]] = [
     *STORAGE_ACTIVITIES,
     *RECORDS_ACTIVITIES,
     *RUN_REPORT_ACTIVITIES,
+    *FLEET_REPORT_ACTIVITIES,
     *RUNS_ACTIVITIES,
     *NOTIFY_ACTIVITIES,
     *KUBE_ACTIVITIES,

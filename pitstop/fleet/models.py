@@ -108,3 +108,12 @@ class FleetStatus(BaseModel):
     skew: list[SkewRow] = Field(default_factory=list)
     # How the clusters were found: named by --clusters, or from the newest runs' search attributes.
     discovery: str = ""
+
+    def versions(self) -> dict[str, dict[str, str]]:
+        """Each inventoried cluster's components and their versions (nothing else: small enough
+        for a run to register)."""
+        return {
+            c.name: {p.component: p.current for p in c.inventory.components}
+            for c in self.clusters
+            if c.inventory is not None
+        }

@@ -243,11 +243,14 @@ def check_names(names: Sequence[str]) -> list[str]:
     return list(dict.fromkeys(names))
 
 
-async def read_fleet(client: Client, clusters: Sequence[str] | None = None) -> FleetStatus:
-    """The fleet view of the named clusters, or of every cluster the newest runs name."""
+async def read_fleet(
+    client: Client, clusters: Sequence[str] | None = None, named_by: str = "--clusters"
+) -> FleetStatus:
+    """The fleet view of the named clusters, or of every cluster the newest runs name.
+    `named_by` says who named them (the CLI's --clusters, a runbook's `fleet.report`)."""
     reader = FleetReader(client)
     if clusters:
-        names, how = check_names(clusters), "clusters named by --clusters"
+        names, how = check_names(clusters), f"clusters named by {named_by}"
     else:
         names, how = await reader.clusters()
     statuses = list(await asyncio.gather(*(reader.cluster(n) for n in names)))
