@@ -2,13 +2,14 @@
 cluster as a child of this run and waits until it is held or ended; `runs.release` lets a held
 child end; `runs.rollback` rolls it back with its runbook's own rollback.
 
-Each child's id is `<this run's id>.<host>` (the host is the cluster): a retried task (its
-worker died while it waited) or a repeated one finds the same run, never starts a second, and
-a runbook can act on no run but its own children. The child is started through the worker's own
-Temporal client, on this worker's task queue, from the worker's runbook directory (a promotion's
-runbooks are reviewed files, never text carried by a request); the child plans and runs under the
-worker policy like any run, its module tasks going to its cluster's own queue (its inventory's
-`cluster.task_queue`: the worker inside that cluster).
+Each child's id is `<this run's id>.<host>` (the host is the cluster; `runs.run`'s `suffix`
+makes it `<this run's id>.<host>.<suffix>`, another child of the host, e.g. its fleet inventory):
+a retried task (its worker died while it waited) or a repeated one finds the same run, never
+starts a second, and a runbook can act on no run but its own children. The child is started
+through the worker's own Temporal client, on this worker's task queue, from the worker's runbook
+directory (a promotion's runbooks are reviewed files, never text carried by a request); the child
+plans and runs under the worker policy like any run, its module tasks going to its cluster's own
+queue (its inventory's `cluster.task_queue`: the worker inside that cluster).
 
 Who asked: the child's requester is this run's (read from this run's own status, not from the
 runbook's arguments), signed with the vote key when this worker holds one and this run's
@@ -37,8 +38,10 @@ ENDED = {"succeeded", "completed_with_failures", "failed", "rolled_back", "abort
 _UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
 
 
-def child_id(parent: str, host: str) -> str:
-    return f"{parent}.{_UNSAFE.sub('_', host)}"
+def child_id(parent: str, host: str, suffix: str | None = None) -> str:
+    """`<parent>.<host>`: the host's change (what runs.release/runs.rollback act on); with a
+    suffix, another child of the same host (a promotion's fleet inventories)."""
+    return f"{parent}.{_UNSAFE.sub('_', host)}" + (f".{suffix}" if suffix else "")
 
 
 def _summary(status: RunStatus | RunReport) -> dict[str, Any]:
@@ -103,7 +106,7 @@ def _outcome(what: str, state: RunStatus | RunReport, ok: set[str]) -> ModuleRes
 
 @module_activity(CHILD_RUN)
 async def runs_run(call: ModuleCall, args: ChildRunArgs) -> ModuleResult:
-    run = child_id(call.run_id, call.host)
+    run = child_id(call.run_id, call.host, args.suffix)
     if call.check_mode:
         return ModuleResult(
             changed=True, msg=f"would run {args.runbook} on {args.inventory} as {run}", data={"run_id": run}

@@ -68,8 +68,8 @@ class ChildRunArgs(ModuleArgs):
     """Run a runbook of the worker's runbook directory on one cluster (this task's host is the
     cluster: a promotion's inventory lists clusters as hosts) as a child of this run, and wait
     until it is held (its stages succeeded: it waits for `runs.release` or `runs.rollback`) or
-    has ended. The child's id is `<this run's id>.<host>`: a retried or repeated task finds the
-    same run again, never a second one."""
+    has ended. The child's id is `<this run's id>.<host>` (`.<suffix>` added when given): a
+    retried or repeated task finds the same run again, never a second one."""
 
     runbook: str = Field(min_length=1, description="Runbook path in the worker's runbook directory.")
     inventory: str = Field(min_length=1, description="The cluster's inventory, in the runbook directory.")
@@ -79,8 +79,20 @@ class ChildRunArgs(ModuleArgs):
         description="Keep the child open once it succeeds, so that a later ring's failure can roll it back.",
     )
     poll: str = Field(default="5s", description="How often the child's state is read.")
+    suffix: str | None = Field(
+        default=None,
+        pattern=r"^[A-Za-z0-9_-]{1,64}$",
+        description="Another child on the same host (e.g. `inventory-before`): its id is "
+        "`<this run's id>.<host>.<suffix>`. Without it, the host's change: the one runs.release "
+        "and runs.rollback act on.",
+    )
 
     _duration = field_validator("poll")(_poll)
+
+    @field_validator("suffix", mode="before")
+    @classmethod
+    def _blank(cls, value: object) -> object:
+        return None if isinstance(value, str) and not value.strip() else value
 
 
 class ChildActionArgs(ModuleArgs):
