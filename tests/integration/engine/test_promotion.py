@@ -50,6 +50,14 @@ all:
       hosts:
         prod: {cluster_inventory: inventories/prod.yaml, evidence_from: [lab, staging]}
 """
+# The promotion inventories every cluster before and after (its `fleet_inventory_runbook`): here
+# a stand-in that records nothing, so the steps counted are the change's.
+FLEET_INVENTORY = """\
+name: fleet-inventory
+hosts: localhost
+tasks:
+  - debug: {msg: "inventory of {{ cluster_name }}"}
+"""
 FAST = {"soak": "1s", "poll": "0.2s"}
 
 
@@ -59,6 +67,7 @@ def runbook_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     root = tmp_path / "worker-runbooks"
     (root / "inventories").mkdir(parents=True)
     (root / "change.yaml").write_text(CHANGE)
+    (root / "fleet-inventory.yaml").write_text(FLEET_INVENTORY)
     for cluster in ("lab", "staging", "prod"):
         regress = "true" if cluster == "staging" else "false"
         (root / "inventories" / f"{cluster}.yaml").write_text(
@@ -114,6 +123,14 @@ async def test_a_promotion_runs_ring_by_ring_holds_each_run_and_releases_them_at
         assert ended.requested_by == "requester", "the child runs for the promotion's requester"
     release = next(s for s in report.stages if s.name == "release")
     assert {h.host: h.status for h in release.hosts} == {"lab": "ok", "staging": "ok", "prod": "ok"}
+    # Every cluster inventoried before and after, each a child of its own beside the change's;
+    # no bucket given, the fleet views were skipped.
+    for cluster in ("lab", "staging", "prod"):
+        for when in ("before", "after"):
+            inventoried = await child(temporal_client, handle.id, f"{cluster}.inventory-{when}")
+            assert inventoried.status == "succeeded", (cluster, when, inventoried.msg)
+    fleet = [t for s in report.stages if s.name.startswith("fleet-") for h in s.hosts for t in h.tasks]
+    assert [t.status for t in fleet] == ["skipped", "skipped"], fleet
 
 
 async def approve_when_lab_is_held(
