@@ -116,6 +116,25 @@ _KUEUE: list[Obj] = [
         "scope": "Cluster",
         "short": ["flavor", "flavors", "rf"],
     },
+    # MultiKueue (a manager cluster dispatching to worker clusters): its AdmissionCheck
+    # (spec.controllerName kueue.x-k8s.io/multikueue), MultiKueueConfig (spec.clusters) and one
+    # MultiKueueCluster per worker (spec.kubeConfig.location: the Secret holding its kubeconfig;
+    # condition Active).
+    {
+        "kind": "AdmissionCheck",
+        "plural": "admissionchecks",
+        "scope": "Cluster",
+    },
+    {
+        "kind": "MultiKueueConfig",
+        "plural": "multikueueconfigs",
+        "scope": "Cluster",
+    },
+    {
+        "kind": "MultiKueueCluster",
+        "plural": "multikueueclusters",
+        "scope": "Cluster",
+    },
     {
         "kind": "Workload",
         "plural": "workloads",

@@ -170,6 +170,15 @@ BUILTIN: tuple[ResourceType, ...] = (
     ResourceType("", "v1", "secrets", "secret", "Secret", True, subresources=(), fields=("type",)),
     ResourceType("", "v1", "services", "service", "Service", True, ("svc",), categories=("all",)),
     ResourceType(
+        "",
+        "v1",
+        "persistentvolumeclaims",
+        "persistentvolumeclaim",
+        "PersistentVolumeClaim",
+        True,
+        ("pvc",),
+    ),
+    ResourceType(
         "", "v1", "serviceaccounts", "serviceaccount", "ServiceAccount", True, ("sa",), subresources=()
     ),
     ResourceType(
@@ -245,6 +254,21 @@ BUILTIN: tuple[ResourceType, ...] = (
         subresources=(),
     ),
     ResourceType("coordination.k8s.io", "v1", "leases", "lease", "Lease", True, subresources=()),
+    # Cluster-scoped, no status: what jobs dispatched to a cluster expect to find there (a
+    # RuntimeClass such as `nvidia`, the StorageClass of a model cache), read by kube.readiness.
+    ResourceType(
+        "node.k8s.io", "v1", "runtimeclasses", "runtimeclass", "RuntimeClass", False, subresources=()
+    ),
+    ResourceType(
+        "storage.k8s.io",
+        "v1",
+        "storageclasses",
+        "storageclass",
+        "StorageClass",
+        False,
+        ("sc",),
+        subresources=(),
+    ),
 )
 
 
