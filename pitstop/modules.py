@@ -77,7 +77,7 @@ def _load_site_modules() -> None:
 # (tests/unit/test_module_catalogue.py holds it), so a name its family does not hold is not
 # shipped.
 _FAMILIES_OF_PREFIX = {
-    "kube": ("kube", "kube_upgrade", "kube_removals", "observe"),
+    "kube": ("kube", "kube_upgrade", "kube_removals", "kube_readiness", "observe"),
     "gpu": ("gpu", "gpu_driver"),
 }
 

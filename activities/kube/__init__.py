@@ -12,6 +12,7 @@
   upgrade_checks.py  kube.deprecations, kube.crd_webhook_check (pre-upgrade, read-only)
   apply.py       kube.apply (server-side apply by default; client-side as kubectl)
   removals.py    kube.removals (what a component's new release no longer ships; read-only)
+  readiness.py   kube.readiness (a MultiKueue worker cluster against the manager's expectation)
   delete.py      kube.delete (exactly those objects, with uid/resourceVersion preconditions)
   rollout.py     kube.wait_rollout (kubectl rollout status's verdict)
   serving.py     kube.serving_check (zero-downtime practice of serving Deployments),
@@ -40,6 +41,7 @@ from activities.kube.generic import get, patch
 from activities.kube.gpu_driver import GPU_DRIVER_ACTIVITIES
 from activities.kube.job import run_job
 from activities.kube.nodes import annotate, cordon, taint, uncordon, untaint, wait_node_ready
+from activities.kube.readiness import readiness
 from activities.kube.removals import removals
 from activities.kube.rollout import wait_rollout
 from activities.kube.serving import serving_check, wave_replicas
@@ -66,6 +68,7 @@ KUBE_ACTIVITIES: list[Callable[..., Any]] = [
     crd_webhook_check,
     apply,
     removals,
+    readiness,
     delete,
     wait_rollout,
     serving_check,

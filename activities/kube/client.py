@@ -160,8 +160,9 @@ class Kube:
         body: Any = None,
         content_type: str = "application/json",
         raw: bool = False,
+        accept: str | None = None,
     ) -> Any:
-        headers = {"Accept": "application/json" if not raw else "*/*"}
+        headers = {"Accept": accept or ("application/json" if not raw else "*/*")}
         if body is not None:
             headers["Content-Type"] = content_type
         params = [(k, str(v)) for k, v in (query or {}).items() if v is not None]
@@ -281,6 +282,17 @@ class Kube:
 
     def delete(self, path: str, body: Obj | None = None) -> Obj:
         result: Obj = self.request("DELETE", path, body=body)
+        return result
+
+    def table(self, path: str, **query: str | int | None) -> Obj:
+        """A list as the server prints it (`kubectl get`'s columns, meta.k8s.io/v1 Table) with
+        `includeObject=None`: for Secrets, name, type and the number of keys, never the data."""
+        result: Obj = self.request(
+            "GET",
+            path,
+            query={**query, "includeObject": "None"},
+            accept="application/json;as=Table;v=v1;g=meta.k8s.io",
+        )
         return result
 
     def text(self, path: str, **query: str | int | None) -> str:
