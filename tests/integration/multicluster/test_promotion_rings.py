@@ -7,7 +7,8 @@ tasks run on that cluster's activities-only worker.
   promotion before prod: staging's run rolls itself back, the promotion rolls lab back, and prod
   is untouched (its simulator saw no write at all).
 - With prod's worker gone while its ring runs, the promotion waits; a new worker finishes it,
-  every step once. `pitstop fleet status` shows the three clusters' Kueue before and after.
+  every step once. `pitstop fleet status` shows the three clusters' Kueue before and after, and
+  so do the promotion's own "fleet status (before)" and "(after)" artifacts (`fleet.report`).
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ import asyncio
 import shutil
 import uuid
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 from temporalio.client import Client, WorkflowExecutionStatus, WorkflowHandle
@@ -26,6 +27,9 @@ from pitstop.settings import Settings
 from tests.integration.engine.conftest import StartFn, start_run, status_when
 from tests.integration.test_fleet_status import fleet_cli, table_rows, visible
 from tests.multicluster import RehearsedCluster, wait_for
+
+if TYPE_CHECKING:
+    from mypy_boto3_s3 import S3Client
 
 __all__ = ["start_run"]
 
@@ -228,14 +232,29 @@ async def test_prod_waits_for_its_worker_then_every_ring_is_upgraded_once(
     temporal_client: Client,
     temporal_settings: Settings,
     task_queue: str,
+    s3_endpoint: str,
+    s3_client: S3Client,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     inventory = promotion_inventory(runbook_dir, clusters)
     await install_old_release(temporal_client, task_queue, clusters)
     before = {name: writes(c) for name, c in clusters.items()}
     names = list(clusters)
     assert set((await fleet_kueue(temporal_client, temporal_settings, task_queue, names)).values()) == {OLD}
+    # The promotion's own fleet views go to the stack's S3 (moto takes any credentials).
+    bucket = f"fleet-{uuid.uuid4().hex[:12]}"
+    s3_client.create_bucket(Bucket=bucket)
+    for name in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY"):
+        monkeypatch.setenv(name, "testing")
+    fleet_vars = {
+        "fleet_report_bucket": bucket,
+        "fleet_report_endpoint_url": s3_endpoint,
+        "fleet_report_addressing_style": "path",
+    }
     handle = await start_run(
-        PROMOTION, inventory, vars={"change_runbook": "kueue-upgrade.yaml", "soak": "1s", "poll": "0.5s"}
+        PROMOTION,
+        inventory,
+        vars={"change_runbook": "kueue-upgrade.yaml", "soak": "1s", "poll": "0.5s", **fleet_vars},
     )
     await approve(handle, "staging:before")
     await approve_when_prod_worker_gone(handle, clusters["prod"])
@@ -273,6 +292,13 @@ async def test_prod_waits_for_its_worker_then_every_ring_is_upgraded_once(
     assert changed["prod"] == changed["lab"] == changed["staging"], changed
     assert changed["prod"], "the change wrote to prod"
     assert set((await fleet_kueue(temporal_client, temporal_settings, task_queue, names)).values()) == {NEW}
+    # The promotion lists its clusters' fleet view before and after (each inventoried afresh).
+    views = {a.name: a.uri for a in report.artifacts}
+    for title, version in (("before", OLD), ("after", NEW)):
+        key = views[f"fleet status ({title})"].removeprefix(f"s3://{bucket}/").removesuffix(".html")
+        markdown = s3_client.get_object(Bucket=bucket, Key=f"{key}.md")["Body"].read().decode()
+        kueue = [r[2:] for r in table_rows(markdown) if len(r) == 2 + len(names) and r[1] == "kueue"]
+        assert kueue == [[version] * len(names)], markdown
 
 
 async def approve_when_prod_worker_gone(
