@@ -191,6 +191,16 @@ def _split(kind: Kind, ref: str) -> tuple[str, str]:
     return "", ref
 
 
+def secret_namespaces(items: list[ExpectedItem]) -> set[str]:
+    """Where image pull Secrets selected by label are looked for: a pod's pull Secrets are in its
+    own namespace, so the namespaces with a LocalQueue (where the jobs run), else every namespace
+    the other objects use."""
+    queues = {i.namespace for i in items if i.kind == "LocalQueue"}
+    if queues:
+        return queues
+    return {i.namespace for i in items if i.namespace} | {i.name for i in items if i.kind == "Namespace"}
+
+
 def read_expectation(
     reader: Reader,
     names: dict[Kind, list[str]],
@@ -201,7 +211,7 @@ def read_expectation(
     """The objects named or selected on a cluster, as an expectation; a named one it lacks is an error."""
     items: list[ExpectedItem] = []
     absent: list[str] = []
-    # Secrets last: those selected by label are looked for in the namespaces the rest uses.
+    # Secrets last: those selected by label are looked for in the jobs' namespaces.
     for kind in sorted(KINDS, key=lambda k: k == "Secret"):
         for ref in names.get(kind, []):
             namespace, name = _split(kind, ref)
@@ -211,10 +221,7 @@ def read_expectation(
                 continue
             items.append(reader.item(kind, obj))
         if label_selector and kind in kinds:
-            used = {i.namespace for i in items if i.namespace} | {
-                i.name for i in items if i.kind == "Namespace"
-            }
-            for obj in reader.listed(kind, label_selector, used):
+            for obj in reader.listed(kind, label_selector, secret_namespaces(items)):
                 items.append(reader.item(kind, obj))
         beat(kind)
     if absent:

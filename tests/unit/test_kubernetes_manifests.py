@@ -76,7 +76,18 @@ def test_no_rule_grants_what_the_worker_must_never_have(objects: list[Obj]) -> N
         if "rbac.authorization.k8s.io" in rule.get("apiGroups", []):
             assert verbs <= {"get", "list"}, (role, rule)
         if "secrets" in resources:
-            assert role == "pitstop-platform-upgrade-read" and verbs == {"list"}, (role, rule)
+            assert role in SECRET_LISTERS and verbs == {"list"}, (role, rule)
+
+
+# Roles that may list Secrets: the upgrade's Helm release records, and the MultiKueue readiness
+# check's image pull Secrets (names and types as a Table; bound per namespace only).
+SECRET_LISTERS = {"pitstop-platform-upgrade-read", "pitstop-worker-readiness-secrets"}
+
+
+def test_the_readiness_checks_secret_role_is_bound_in_namespaces_only(objects: list[Obj]) -> None:
+    bound = [o for o in objects if o["kind"] in ("RoleBinding", "ClusterRoleBinding")]
+    secrets = [o for o in bound if o["roleRef"]["name"] == "pitstop-worker-readiness-secrets"]
+    assert secrets and {o["kind"] for o in secrets} == {"RoleBinding"}
 
 
 TRAINING_OPERATORS = (
@@ -187,10 +198,12 @@ def test_the_policy_config_map_is_a_worker_policy_for_this_cluster(objects: list
     assert [c.get("in_cluster") for c in policy["clusters"].values()] == [True]
 
 
-def test_kustomize_renders_everything_but_the_upgrades_role() -> None:
+def test_kustomize_renders_everything_but_the_opt_in_roles() -> None:
+    """The upgrade's role and the MultiKueue readiness check's are applied only where those
+    runbooks run (each file's header says why)."""
     listed = YAML(typ="safe").load((MANIFESTS / "kustomization.yaml").read_text())["resources"]
     files = {f.name for f in MANIFESTS.glob("*.yaml")} - {"kustomization.yaml"}
-    assert set(listed) == files - {"rbac-platform-upgrade.yaml"}
+    assert set(listed) == files - {"rbac-platform-upgrade.yaml", "rbac-worker-readiness.yaml"}
     kubectl = shutil.which("kubectl")
     if kubectl is None:
         pytest.skip("no kubectl on PATH to render the kustomization")

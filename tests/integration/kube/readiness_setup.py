@@ -46,7 +46,10 @@ def platform(
 ) -> None:
     """The objects team-a's jobs need, each labelled as the manager selects them."""
     for ns in (TEAM, MONITORING):
-        sim.create("namespaces", {"metadata": {"name": ns, **_labels()}})
+        if sim.get("namespaces", ns) is None:  # a cluster with RBAC made the one it binds roles in
+            sim.create("namespaces", {"metadata": {"name": ns, **_labels()}})
+        else:
+            sim.patch("namespaces", ns, {"metadata": _labels()})
     sim.create(
         "node.k8s.io/runtimeclasses", {"metadata": {"name": "nvidia", **_labels()}, "handler": "nvidia"}
     )
