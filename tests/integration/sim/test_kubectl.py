@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 import time
 from collections.abc import Callable
+from pathlib import Path
 
 from pitstop_sim import SimCluster
 from tests.integration.sim.conftest import Kubectl, StartSim
@@ -235,3 +236,58 @@ def test_kubectl_sees_the_training_operators_objects_and_suspends_a_jobset_as_it
         "get", "jobs.batch", "tpu-style-workers-0", "-n", "training", "-o", "jsonpath={.spec.suspend}"
     )
     assert child == "true"
+
+
+MULTIKUEUE_WORKER = """
+apiVersion: node.k8s.io/v1
+kind: RuntimeClass
+metadata: {name: nvidia}
+handler: nvidia
+---
+apiVersion: storage.k8s.io/v1
+kind: StorageClass
+metadata: {name: model-cache}
+provisioner: nfs.csi.k8s.io
+---
+apiVersion: v1
+kind: PersistentVolumeClaim
+metadata: {name: model-cache, namespace: serving}
+spec:
+  storageClassName: model-cache
+  accessModes: [ReadOnlyMany]
+  resources: {requests: {storage: 500Gi}}
+---
+apiVersion: kueue.x-k8s.io/v1beta1
+kind: MultiKueueCluster
+metadata: {name: gpu-b}
+spec:
+  kubeConfig: {locationType: Secret, location: gpu-b-kubeconfig}
+---
+apiVersion: v1
+kind: Secret
+metadata: {name: registry-pull, namespace: serving}
+type: kubernetes.io/dockerconfigjson
+data: {.dockerconfigjson: e30=}
+"""
+
+
+def test_kubectl_applies_and_reads_what_a_multikueue_worker_readiness_check_reads(
+    start_sim: StartSim, kubectl_for: Callable[[SimCluster], Kubectl], tmp_path: Path
+) -> None:
+    """RuntimeClass, StorageClass (short name `sc`), PersistentVolumeClaim (`pvc`) and Kueue's
+    MultiKueueCluster, as kubectl discovers, applies and prints them."""
+    kubectl = kubectl_for(start_sim(CLUSTER))
+    manifest = tmp_path / "worker.yaml"
+    manifest.write_text(MULTIKUEUE_WORKER)
+    applied = kubectl("apply", "-f", str(manifest))
+    assert "runtimeclass.node.k8s.io/nvidia created" in applied
+    assert "multikueuecluster.kueue.x-k8s.io/gpu-b created" in applied
+    assert kubectl("get", "runtimeclass", "nvidia", "-o", "jsonpath={.handler}") == "nvidia"
+    assert _rows(kubectl("get", "sc", "-o", "name")) == [["storageclass.storage.k8s.io/model-cache"]]
+    claim = "jsonpath={.spec.storageClassName}"
+    assert kubectl("get", "pvc", "model-cache", "-n", "serving", "-o", claim) == "model-cache"
+    location = "jsonpath={.spec.kubeConfig.location}"
+    assert kubectl("get", "multikueueclusters", "gpu-b", "-o", location) == "gpu-b-kubeconfig"
+    rows = _rows(kubectl("get", "secrets", "-n", "serving"))
+    assert rows[0][:3] == ["NAME", "TYPE", "DATA"]
+    assert ["registry-pull", "kubernetes.io/dockerconfigjson", "1"] in [r[:3] for r in rows[1:]]
