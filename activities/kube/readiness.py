@@ -23,7 +23,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 from temporalio.exceptions import ApplicationError
 
-from activities.kube.client import ApiStatus, Kube, api_base, api_client, namespaced
+from activities.kube.client import KUEUE_GROUP, ApiStatus, Kube, api_base, api_client, namespaced
 from activities.kube.common import beat, kube_for, kube_module
 from pitstop.contracts import ModuleCall, ModuleResult
 from pitstop.errors import ErrorType, fail
@@ -64,9 +64,19 @@ class Reader:
 
     def __init__(self, kube: Kube, args: ReadinessArgs) -> None:
         self.kube = kube
-        self.kueue = api_base(args.kueue_api_version)
+        self._kueue = api_base(args.kueue_api_version) if args.kueue_api_version else None
         self.monitoring = api_base(args.servicemonitor_api_version)
         self._served: dict[str, bool] = {}
+
+    @property
+    def kueue(self) -> str:
+        """Kueue's API base: the version asked for, else the one this cluster prefers (its
+        MultiKueueCluster moved `kubeConfig` under `clusterSource` in v1beta2)."""
+        if self._kueue is None:
+            group = self.kube.get_or_none(f"/apis/{KUEUE_GROUP}") or {}
+            preferred = (group.get("preferredVersion") or {}).get("groupVersion")
+            self._kueue = api_base(str(preferred or f"{KUEUE_GROUP}/v1beta1"))
+        return self._kueue
 
     def serves(self, base: str) -> bool:
         if base not in self._served:
@@ -320,7 +330,8 @@ def compare(reader: Reader, expected: list[ExpectedItem]) -> list[Finding]:
 
 def multikueue_check(reader: Reader, name: str) -> dict[str, Any]:
     """The manager's MultiKueueCluster for this worker: present, Active, and which kubeconfig Secret
-    it names (spec.kubeConfig.location; the Secret itself is not read)."""
+    it names (spec.kubeConfig.location in v1beta1, spec.clusterSource.kubeConfig in v1beta2; the
+    Secret itself is not read) or which ClusterProfile (v1beta2 clusterSource.clusterProfileRef)."""
     base = reader.kueue
     if not reader.serves(base):
         return {"name": name, "state": "missing", "active": False, "reason": "Kueue is not served"}
@@ -332,7 +343,10 @@ def multikueue_check(reader: Reader, name: str) -> dict[str, Any]:
             "active": False,
             "reason": "no MultiKueueCluster of that name",
         }
-    kubeconfig = (obj.get("spec") or {}).get("kubeConfig") or {}
+    spec = obj.get("spec") or {}
+    source = spec.get("clusterSource") or {}
+    kubeconfig = spec.get("kubeConfig") or source.get("kubeConfig") or {}
+    profile = (source.get("clusterProfileRef") or {}).get("name")
     conditions = (obj.get("status") or {}).get("conditions") or []
     active = next((c for c in conditions if c.get("type") == "Active"), None)
     is_active = active is not None and str(active.get("status")) == "True"
@@ -348,8 +362,9 @@ def multikueue_check(reader: Reader, name: str) -> dict[str, Any]:
         "name": name,
         "state": "present" if is_active else "different",
         "active": is_active,
-        "kubeconfig_location_type": kubeconfig.get("locationType") or "Secret",
+        "kubeconfig_location_type": (kubeconfig.get("locationType") or "Secret") if kubeconfig else None,
         "kubeconfig_location": kubeconfig.get("location"),
+        "cluster_profile": profile,
         "reason": reason,
     }
 

@@ -170,8 +170,10 @@ class ReadinessArgs(ModuleArgs):
         default=None, description="mode export: objects of `kinds` with these labels are exported."
     )
     kinds: list[Kind] = Field(default_factory=lambda: list(KINDS), description="mode export: kinds to read.")
-    kueue_api_version: str = Field(
-        default="kueue.x-k8s.io/v1beta1", description="Kueue's served API version."
+    kueue_api_version: str | None = Field(
+        default=None,
+        description="Kueue's API version to read (e.g. kueue.x-k8s.io/v1beta1); default: the version "
+        "each cluster prefers (v1beta1 up to Kueue 0.14, v1beta2 after).",
     )
     servicemonitor_api_version: str = Field(default="monitoring.coreos.com/v1")
 
