@@ -173,7 +173,7 @@ class ReadinessArgs(ModuleArgs):
     kueue_api_version: str | None = Field(
         default=None,
         description="Kueue's API version to read (e.g. kueue.x-k8s.io/v1beta1); default: the version "
-        "each cluster prefers (v1beta1 up to Kueue 0.14, v1beta2 after).",
+        "each cluster's apiserver prefers for the group (v1beta1 or, in newer releases, v1beta2).",
     )
     servicemonitor_api_version: str = Field(default="monitoring.coreos.com/v1")
 
