@@ -243,38 +243,58 @@ def read_expectation(
     unique: dict[tuple[str, str, str], ExpectedItem] = {}
     for item in items:
         unique.setdefault(item.key, item)
-    return list(unique.values())
+    return with_referenced(reader, list(unique.values()))
+
+
+def referenced(item: ExpectedItem) -> list[tuple[Kind, str]]:
+    """The cluster-scoped objects `item` names: a LocalQueue's ClusterQueue, a ClusterQueue's
+    flavors, a claim's StorageClass, a namespaced object's Namespace."""
+    out: list[tuple[Kind, str]] = []
+    if item.kind == "LocalQueue":
+        out.append(("ClusterQueue", str(item.fields.get("cluster_queue") or "")))
+    if item.kind == "ClusterQueue":
+        out.extend(("ResourceFlavor", str(flavor)) for flavor in item.fields.get("flavors") or {})
+    if item.kind == "PersistentVolumeClaim":
+        out.append(("StorageClass", str(item.fields.get("storage_class") or "")))
+    if item.namespace:
+        out.append(("Namespace", item.namespace))
+    return [(kind, name) for kind, name in out if name]
+
+
+def with_referenced(reader: Reader, items: list[ExpectedItem]) -> list[ExpectedItem]:
+    """`items` plus, as the same cluster has them, the objects they name (so that a LocalQueue
+    named on the manager brings its ClusterQueue with the flavors it covers)."""
+    out = {item.key: item for item in items}
+    queue = list(items)
+    while queue:
+        for kind, name in referenced(queue.pop()):
+            if (kind, "", name) in out:
+                continue
+            obj, _ = reader.get(kind, "", name)
+            if obj is not None:
+                found = reader.item(kind, obj)
+                out[found.key] = found
+                queue.append(found)
+    return list(out.values())
 
 
 def with_implied(items: list[ExpectedItem], source: str) -> list[ExpectedItem]:
     """`items` plus what they name (required as they are), each with who uses it."""
     out: dict[tuple[str, str, str], ExpectedItem] = {item.key: item.model_copy(deep=True) for item in items}
-
-    def need(kind: Kind, name: str, namespace: str, user: ExpectedItem) -> None:
-        if not name:
-            return
-        key = (kind, namespace, name)
-        who = f"{source}'s {user.label}"
-        if key not in out:
-            out[key] = ExpectedItem(
-                kind=kind, name=name, namespace=namespace, used_by=[], required=user.required
-            )
-        existing = out[key]
-        if who not in existing.used_by:
-            existing.used_by.append(who)
-        if user.required:
-            existing.required = True
-
-    for item in list(out.values()):
-        if item.kind == "LocalQueue":
-            need("ClusterQueue", str(item.fields.get("cluster_queue") or ""), "", item)
-        if item.kind == "ClusterQueue":
-            for flavor in item.fields.get("flavors") or {}:
-                need("ResourceFlavor", str(flavor), "", item)
-        if item.kind == "PersistentVolumeClaim":
-            need("StorageClass", str(item.fields.get("storage_class") or ""), "", item)
-        if item.namespace:
-            need("Namespace", item.namespace, "", item)
+    queue = list(out.values())
+    while queue:
+        user = queue.pop()
+        for kind, name in referenced(user):
+            key = (kind, "", name)
+            if key not in out:
+                out[key] = ExpectedItem(kind=kind, name=name, used_by=[], required=user.required)
+                queue.append(out[key])
+            needed = out[key]
+            who = f"{source}'s {user.label}"
+            if who not in needed.used_by:
+                needed.used_by.append(who)
+            if user.required:
+                needed.required = True
     order = {kind: i for i, kind in enumerate(KINDS)}
     return sorted(out.values(), key=lambda i: (order[i.kind], i.namespace, i.name))
 

@@ -211,3 +211,57 @@ def test_an_unknown_manager_or_worker_cluster_is_a_clear_error(
         call(module_runner, unknown, {"expected": [{"kind": "RuntimeClass", "name": "nvidia"}]})
     assert no_worker.value.type == "PolicyViolation"
     assert f"cluster {unknown!r} is not one this worker may act on" in no_worker.value.message
+
+
+def test_objects_named_on_the_manager_bring_what_they_use_and_a_name_it_lacks_is_an_error(
+    clusters: tuple[SimCluster, str, SimCluster, str], module_runner: ModuleRunner
+) -> None:
+    _, manager_name, worker, worker_name = clusters
+    platform(worker, gpu_covered=False)
+    names = {"RuntimeClass": ["nvidia"], "LocalQueue": ["team-a/team-a"]}
+    result = call(module_runner, worker_name, {"manager": {"cluster": manager_name, "names": names}})
+    # The LocalQueue brings its ClusterQueue, which brings its flavor; both bring their namespace.
+    assert sorted(by_label(result)) == [
+        "ClusterQueue team-a-cq",
+        "LocalQueue team-a/team-a",
+        "Namespace team-a",
+        "ResourceFlavor h100",
+        "RuntimeClass nvidia",
+    ]
+    assert result.failed
+    assert by_label(result)["ClusterQueue team-a-cq"]["differences"] == [
+        "flavor h100 does not cover nvidia.com/gpu"
+    ]
+    with pytest.raises(ApplicationError) as absent:
+        call(
+            module_runner,
+            worker_name,
+            {"manager": {"cluster": manager_name, "names": {"StorageClass": ["fast"]}}},
+        )
+    assert absent.value.type == "PreconditionFailed"
+    assert f"manager cluster {manager_name} has no StorageClass fast" in absent.value.message
+
+
+def test_a_service_monitor_on_a_worker_without_its_crd_is_missing_with_the_reason(
+    start_sim: StartSim, module_runner: ModuleRunner
+) -> None:
+    worker = start_sim(SIM)
+    worker_name = named(worker, "gpu-b")
+    expected = [
+        {
+            "kind": "ServiceMonitor",
+            "namespace": "gpu-monitoring",
+            "name": "dcgm-exporter",
+            "used_by": ["alerts"],
+        },
+        {"kind": "ServiceMonitor", "namespace": "gpu-monitoring", "name": "optional", "required": False},
+    ]
+    result = call(module_runner, worker_name, {"expected": expected})
+    items = by_label(result)
+    monitor = items["ServiceMonitor gpu-monitoring/dcgm-exporter"]
+    assert monitor["state"] == "missing"
+    assert monitor["reason"] == "monitoring.coreos.com/v1 is not served (its CRDs are not installed)"
+    assert items["Namespace gpu-monitoring"]["state"] == "missing"
+    assert items["ServiceMonitor gpu-monitoring/optional"]["required"] is False
+    assert result.failed
+    assert "ServiceMonitor gpu-monitoring/optional missing" in result.msg and "[not required]" in result.msg
