@@ -6,16 +6,17 @@ variable."""
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
 from temporalio import activity
-from temporalio.client import Client, WorkflowExecutionDescription, WorkflowExecutionStatus
+from temporalio.client import Client, WorkflowExecutionDescription, WorkflowExecutionStatus, WorkflowHandle
 from temporalio.service import RPCError, RPCStatusCode
 
 from activities.module_activity import module_activity
 from activities.runs_children import RUNS_CHILDREN_ACTIVITIES
-from pitstop.contracts import ModuleCall, ModuleResult, RunReport
+from pitstop.contracts import ModuleCall, ModuleResult, RunReport, RunStatus
 from pitstop.errors import ErrorType, fail, make_error
 from pitstop.module_args.runs import REQUIRE_RUN, RequireRunArgs
 from pitstop.runbook.durations import parse_duration
@@ -39,40 +40,84 @@ async def runs_require(call: ModuleCall, args: RequireRunArgs) -> ModuleResult:
             ErrorType.PRECONDITION_FAILED,
             f"runs.require: {args.run_id!r} is a {described.workflow_type}, not a pitstop run",
         )
+    evidence = await _evidence(handle, described, args.run_id)
+    problems = _problems(args, evidence)
+    if args.same_vars:
+        problems += _different_vars(args.same_vars, await _vars_of(client, args.run_id, described))
+    data: dict[str, Any] = {
+        "run_id": evidence.run_id,
+        "runbook": evidence.runbook,
+        "cluster": evidence.cluster,
+        "status": evidence.status,
+        "ended_at": evidence.ended_at.isoformat(),
+        "stages": evidence.stages,
+        "requested_by": evidence.requested_by,
+    }
+    if problems:
+        return ModuleResult(
+            failed=True, msg=f"run {evidence.run_id} does not count: " + "; ".join(problems), data=data
+        )
+    where = f" on {evidence.cluster}" if evidence.cluster else ""
+    when = "held open by its promotion" if evidence.status == "held" else f"ended {data['ended_at']}"
+    said = f"{evidence.runbook}{where}, {evidence.status}, {when}"
+    return ModuleResult(msg=f"run {evidence.run_id} ({said}) counts", data=data)
+
+
+@dataclass(frozen=True)
+class Evidence:
+    """What an earlier run proves: its report once it ended, or — for a promotion's ring held
+    open after its stages succeeded (RunRequest.hold) — its status, whose stages are as final."""
+
+    run_id: str
+    runbook: str
+    check_mode: bool
+    cluster: str | None
+    status: str
+    ended_at: datetime
+    stages: dict[str, str]
+    requested_by: str
+
+
+async def _evidence(
+    handle: WorkflowHandle[Any, RunReport], described: WorkflowExecutionDescription, run_id: str
+) -> Evidence:
     if described.status == WorkflowExecutionStatus.RUNNING:
-        fail(
-            ErrorType.PRECONDITION_FAILED,
-            f"runs.require: run {args.run_id} is still running; wait for it to finish",
+        status: RunStatus = await handle.query("status", result_type=RunStatus)
+        if status.status != "held":
+            fail(
+                ErrorType.PRECONDITION_FAILED,
+                f"runs.require: run {run_id} is still running ({status.status}); wait for it to finish",
+            )
+        return Evidence(
+            run_id=status.run_id,
+            runbook=status.runbook,
+            check_mode=status.check_mode,
+            cluster=status.cluster.name if status.cluster else None,
+            status=status.status,
+            ended_at=datetime.now(UTC),
+            stages={s.name: s.status for s in status.stages},
+            requested_by=status.requested_by,
         )
     if described.status != WorkflowExecutionStatus.COMPLETED:
         state = described.status.name.lower() if described.status else "unknown"
         fail(
             ErrorType.PRECONDITION_FAILED,
-            f"runs.require: run {args.run_id} did not complete (it {state}); it proves nothing",
+            f"runs.require: run {run_id} did not complete (it {state}); it proves nothing",
         )
     report = await handle.result()
-    problems = _problems(args, report)
-    if args.same_vars:
-        problems += _different_vars(args.same_vars, await _vars_of(client, args.run_id, described))
-    data: dict[str, Any] = {
-        "run_id": report.run_id,
-        "runbook": report.runbook,
-        "cluster": report.cluster,
-        "status": report.status,
-        "ended_at": report.ended_at.isoformat(),
-        "stages": {s.name: s.status for s in report.stages},
-        "requested_by": report.requested_by,
-    }
-    if problems:
-        return ModuleResult(
-            failed=True, msg=f"run {report.run_id} does not count: " + "; ".join(problems), data=data
-        )
-    where = f" on {report.cluster}" if report.cluster else ""
-    said = f"{report.runbook}{where}, {report.status}, ended {data['ended_at']}"
-    return ModuleResult(msg=f"run {report.run_id} ({said}) counts", data=data)
+    return Evidence(
+        run_id=report.run_id,
+        runbook=report.runbook,
+        check_mode=report.check_mode,
+        cluster=report.cluster,
+        status=report.status,
+        ended_at=report.ended_at,
+        stages={s.name: s.status for s in report.stages},
+        requested_by=report.requested_by,
+    )
 
 
-def _problems(args: RequireRunArgs, report: RunReport) -> list[str]:
+def _problems(args: RequireRunArgs, report: Evidence) -> list[str]:
     problems: list[str] = []
     if report.runbook != args.runbook:
         problems.append(f"it ran runbook {report.runbook!r}, not {args.runbook!r}")
@@ -86,7 +131,7 @@ def _problems(args: RequireRunArgs, report: RunReport) -> list[str]:
         age = (datetime.now(UTC) - report.ended_at).total_seconds()
         if age > parse_duration(args.max_age):
             problems.append(f"it ended {age / 86400:.1f} days ago, longer than max_age {args.max_age}")
-    statuses = {s.name: s.status for s in report.stages}
+    statuses = report.stages
     wanted = args.stages_ok or list(statuses)
     for name in wanted:
         if name not in statuses:

@@ -28,6 +28,10 @@ stages:
     hosts: localhost
     any_errors_fatal: true
     tasks:
+      # The earlier rings' runs (held open by the promotion) are this change's evidence.
+      - name: The earlier rings went through
+        runs.require: {run_id: "{{ item }}", runbook: change}
+        loop: "{{ promotion_runs }}"
       - name: The change
         test.step:
           value: {cluster: "{{ cluster_name }}", evidence: "{{ promotion_runs }}"}
@@ -121,6 +125,11 @@ async def test_a_promotion_runs_ring_by_ring_holds_each_run_and_releases_them_at
         ended = await child(temporal_client, handle.id, cluster)
         assert ended.status == "succeeded", f"{cluster}: released, it ends as its stages left it"
         assert ended.requested_by == "requester", "the child runs for the promotion's requester"
+    staging = await child(temporal_client, handle.id, "staging")
+    required = [t for s in staging.stages for h in s.hosts for t in h.tasks if t.module == "runs.require"]
+    assert [t.status for t in required] == ["ok"], required
+    said = [r["msg"] for r in required[0].data["results"]]
+    assert said == [f"run {handle.id}.lab (change, held, held open by its promotion) counts"], said
     release = next(s for s in report.stages if s.name == "release")
     assert {h.host: h.status for h in release.hosts} == {"lab": "ok", "staging": "ok", "prod": "ok"}
     # Every cluster inventoried before and after, each a child of its own beside the change's;
