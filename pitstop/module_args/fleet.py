@@ -9,7 +9,7 @@ from typing import Any
 
 from pydantic import Field, field_validator
 
-from pitstop.module_args.storage import STORAGE_RETRY, S3Args
+from pitstop.module_args.storage import STORAGE_RETRY, S3Args, http_link_base
 from pitstop.module_spec import ModuleSpec
 
 # Cluster names as the fleet view accepts them (pitstop/fleet/source.py CLUSTER_NAME).
@@ -48,17 +48,7 @@ class FleetReportArgs(S3Args):
             )
         return list(dict.fromkeys(names))
 
-    @field_validator("link_base", mode="before")
-    @classmethod
-    def _blank(cls, value: object) -> object:
-        return None if isinstance(value, str) and not value.strip() else value
-
-    @field_validator("link_base")
-    @classmethod
-    def _https(cls, value: str | None) -> str | None:
-        if value is not None and not value.startswith(("https://", "http://")):
-            raise ValueError(f"link_base {value!r} must be an http(s) URL")
-        return value.rstrip("/") if value else value
+    _link_base = field_validator("link_base", mode="before")(http_link_base)
 
 
 FLEET_REPORT: ModuleSpec[FleetReportArgs] = ModuleSpec(

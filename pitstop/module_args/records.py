@@ -9,7 +9,7 @@ from typing import Any
 from pydantic import Field, field_validator
 
 from pitstop.contracts import RunVars
-from pitstop.module_args.storage import DEFAULT_PREFIX, STORAGE_RETRY, S3Args
+from pitstop.module_args.storage import DEFAULT_PREFIX, STORAGE_RETRY, S3Args, http_link_base
 from pitstop.module_spec import ModuleArgs, ModuleSpec
 
 
@@ -172,18 +172,13 @@ class RunReportArgs(S3Args):
         default=False, description="Create the bucket when missing (the embedded stack; not for production)."
     )
 
-    @field_validator("cluster", "link_base", mode="before")
+    @field_validator("cluster", mode="before")
     @classmethod
     def _blank(cls, value: object) -> object:
         # `"{{ report_link_base | default('') }}"` renders to "" when the site leaves it unset.
         return None if isinstance(value, str) and not value.strip() else value
 
-    @field_validator("link_base")
-    @classmethod
-    def _https(cls, value: str | None) -> str | None:
-        if value is not None and not value.startswith(("https://", "http://")):
-            raise ValueError(f"link_base {value!r} must be an http(s) URL")
-        return value.rstrip("/") if value else value
+    _link_base = field_validator("link_base", mode="before")(http_link_base)
 
 
 RUN_REPORT: ModuleSpec[RunReportArgs] = ModuleSpec(

@@ -39,6 +39,15 @@ def _blank_is_none(value: object) -> object:
     return None if isinstance(value, str) and not value.strip() else value
 
 
+def http_link_base(value: str | None) -> str | None:
+    """`link_base` of a document a module writes to S3: where the bucket is served (http(s)),
+    without its trailing slash; None (the s3:// uri) when unset."""
+    value = _blank_is_none(value)  # type: ignore[assignment]
+    if value is not None and not value.startswith(("https://", "http://")):
+        raise ValueError(f"link_base {value!r} must be an http(s) URL")
+    return value.rstrip("/") if value else value
+
+
 class S3Args(ModuleArgs):
     bucket: str = Field(description="Bucket name.")
     endpoint_url: str | None = Field(
