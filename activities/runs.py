@@ -16,8 +16,10 @@ from temporalio.service import RPCError, RPCStatusCode
 
 from activities.module_activity import module_activity
 from activities.runs_children import RUNS_CHILDREN_ACTIVITIES
+from pitstop.child_marker import verified
 from pitstop.contracts import ModuleCall, ModuleResult, RunReport, RunStatus
 from pitstop.errors import ErrorType, fail, make_error
+from pitstop.keys import load_key
 from pitstop.module_args.runs import REQUIRE_RUN, RequireRunArgs
 from pitstop.runbook.durations import parse_duration
 
@@ -40,7 +42,7 @@ async def runs_require(call: ModuleCall, args: RequireRunArgs) -> ModuleResult:
             ErrorType.PRECONDITION_FAILED,
             f"runs.require: {args.run_id!r} is a {described.workflow_type}, not a pitstop run",
         )
-    evidence = await _evidence(handle, described, args.run_id)
+    evidence = await _evidence(client, handle, described, args.run_id, call.run_id)
     problems = _problems(args, evidence)
     if args.same_vars:
         problems += _different_vars(args.same_vars, await _vars_of(client, args.run_id, described))
@@ -63,6 +65,28 @@ async def runs_require(call: ModuleCall, args: RequireRunArgs) -> ModuleResult:
     return ModuleResult(msg=f"run {evidence.run_id} ({said}) counts", data=data)
 
 
+async def _same_promotion(
+    client: Client, held: WorkflowExecutionDescription, run_id: str, requiring: str
+) -> None:
+    """A held run counts only for another ring of the promotion holding it: its outcome is not
+    final (a later ring's failure rolls it back), and that promotion stops with it. Both runs'
+    markers (signed with the worker key, pitstop/child_marker.py) must name the same parent."""
+    ring = load_key("worker")
+    if ring is None:
+        fail(
+            ErrorType.PRECONDITION_FAILED, "runs.require: this worker holds no worker key to check a held run"
+        )
+    theirs = verified(ring, await held.memo())
+    mine = verified(ring, await (await client.get_workflow_handle(requiring).describe()).memo())
+    if theirs is None or mine is None or theirs.parent != mine.parent:
+        fail(
+            ErrorType.PRECONDITION_FAILED,
+            f"runs.require: run {run_id} is held open by "
+            + (f"promotion {theirs.parent}" if theirs else "no promotion of this worker")
+            + "; while held it counts only for that promotion's other rings (wait for it to end)",
+        )
+
+
 @dataclass(frozen=True)
 class Evidence:
     """What an earlier run proves: its report once it ended, or — for a promotion's ring held
@@ -79,7 +103,11 @@ class Evidence:
 
 
 async def _evidence(
-    handle: WorkflowHandle[Any, RunReport], described: WorkflowExecutionDescription, run_id: str
+    client: Client,
+    handle: WorkflowHandle[Any, RunReport],
+    described: WorkflowExecutionDescription,
+    run_id: str,
+    requiring: str,
 ) -> Evidence:
     if described.status == WorkflowExecutionStatus.RUNNING:
         status: RunStatus = await handle.query("status", result_type=RunStatus)
@@ -88,6 +116,7 @@ async def _evidence(
                 ErrorType.PRECONDITION_FAILED,
                 f"runs.require: run {run_id} is still running ({status.status}); wait for it to finish",
             )
+        await _same_promotion(client, described, run_id, requiring)
         return Evidence(
             run_id=status.run_id,
             runbook=status.runbook,

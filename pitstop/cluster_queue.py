@@ -24,8 +24,8 @@ from pitstop.contracts import RunStatus
 
 # The server's long-poll expiry (1 min) plus room for a loaded machine.
 LIVE_WITHIN = timedelta(seconds=75)
-# A run in these states starts no more module tasks.
-_ENDED = {"succeeded", "completed_with_failures", "failed", "rolled_back", "aborted"}
+# A run in these states waits on no cluster worker (a held run waits on its promotion).
+_ENDED = {"succeeded", "completed_with_failures", "failed", "rolled_back", "aborted", "held"}
 DEPLOYMENT_DOC = 'docs/deployment.md, "A worker per cluster"'
 
 

@@ -17,7 +17,7 @@ from pydantic import BaseModel
 
 from pitstop.keys import KeyRing
 
-Purpose = Literal["message", "host-input", "state", "vote", "requester"]
+Purpose = Literal["message", "host-input", "state", "vote", "requester", "child-run"]
 
 
 def canonical(value: Any) -> bytes:

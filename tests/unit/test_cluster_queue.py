@@ -29,3 +29,7 @@ def test_nothing_to_say_with_a_poller_without_a_cluster_queue_or_after_the_end()
     assert waiting_line(status(), []) is None
     assert waiting_line(status("succeeded", PROD), []) is None
     assert waiting_line(status("waiting_gate", PROD), []) is not None
+
+
+def test_a_held_run_waits_on_its_promotion_not_on_a_worker() -> None:
+    assert waiting_line(status("held", PROD), []) is None

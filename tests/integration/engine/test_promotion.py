@@ -7,6 +7,8 @@ each call, so the tests count what ran where, and whose rollback records an undo
 
 from __future__ import annotations
 
+import contextlib
+import uuid
 from pathlib import Path
 from typing import Any
 
@@ -14,9 +16,9 @@ import pytest
 from temporalio.client import Client, WorkflowHandle
 from temporalio.service import RPCError, RPCStatusCode
 
-from pitstop.contracts import Decision, RunReport, RunStatus
+from pitstop.contracts import Decision, RunReport, RunRequest, RunStatus
 from tests import testmodules
-from tests.integration.engine.conftest import StartFn, status_when
+from tests.integration.engine.conftest import StartFn, status_when, write_bundle
 
 REPO = Path(__file__).resolve().parents[3]
 PROMOTION = (REPO / "runbooks" / "promotion.yaml").read_text()
@@ -202,3 +204,137 @@ async def test_a_runbook_cannot_release_or_roll_back_a_run_that_is_not_its_own_c
     task = report.stages[0].hosts[0].tasks[0]
     assert task.status == "failed"
     assert f"has no child run {report.run_id}.lab (runs.run starts it)" in task.msg
+
+
+async def start_promotion(
+    client: Client, queue: str, tmp_path: Path, inventory: str = INVENTORY, **vars: Any
+) -> WorkflowHandle[Any, RunReport]:
+    files = write_bundle(tmp_path / "promotion", PROMOTION, inventory)
+    request = RunRequest(
+        runbook="runbook.yaml",
+        inventory="inventory.yaml",
+        files=files,
+        requested_by="requester",
+        vars={**FAST, "change_runbook": "change.yaml", **vars},
+    )
+    return await client.start_workflow(
+        "RunbookWorkflow",
+        request,
+        id=f"promo-{uuid.uuid4().hex[:8]}",
+        task_queue=queue,
+        result_type=RunReport,
+    )
+
+
+def failed_tasks(report: RunReport) -> dict[str, str]:
+    return {
+        f"{s.name}/{h.host}": t.msg
+        for s in report.stages
+        for h in s.hosts
+        for t in h.tasks
+        if t.status == "failed"
+    }
+
+
+async def test_a_run_someone_else_started_under_a_childs_id_is_refused_never_adopted(
+    runbook_dir: Path, engine_worker: str, temporal_client: Client, tmp_path: Path
+) -> None:
+    # Any client can guess the id `<promotion>.lab` and start a run under it first: here a plan
+    # (check mode) by another requester, held, which a promotion must not count as lab's change.
+    forged_id = f"promo-{uuid.uuid4().hex[:8]}"
+    forged = RunRequest(
+        runbook="change.yaml",
+        inventory="inventories/lab.yaml",
+        requested_by="mallory",
+        check_mode=True,
+        hold=True,
+    )
+    await temporal_client.start_workflow(
+        "RunbookWorkflow", forged, id=f"{forged_id}.lab", task_queue=engine_worker, result_type=RunReport
+    )
+    files = write_bundle(tmp_path / "promotion", PROMOTION, INVENTORY)
+    request = RunRequest(
+        runbook="runbook.yaml",
+        inventory="inventory.yaml",
+        files=files,
+        requested_by="requester",
+        vars={**FAST, "change_runbook": "change.yaml"},
+    )
+    handle = await temporal_client.start_workflow(
+        "RunbookWorkflow", request, id=forged_id, task_queue=engine_worker, result_type=RunReport
+    )
+    report = await handle.result()
+
+    assert report.status != "succeeded"
+    said = failed_tasks(report)
+    assert "lab/lab" in said, said
+    assert f"a run {forged_id}.lab exists that this run did not start" in said["lab/lab"]
+    assert not [r for r in testmodules.RECORDS if not r.check_mode], "no change ran for real anywhere"
+    with contextlib.suppress(RPCError):  # it may have ended (a plan ends once planned)
+        await temporal_client.get_workflow_handle(f"{forged_id}.lab").terminate("test over")
+
+
+async def test_two_hosts_that_map_to_one_child_id_do_not_share_a_run(
+    runbook_dir: Path, engine_worker: str, temporal_client: Client, tmp_path: Path
+) -> None:
+    inventory = INVENTORY.replace(
+        "        lab: {cluster_inventory: inventories/lab.yaml, evidence_from: []}",
+        "        lab/1: {cluster_inventory: inventories/lab.yaml, evidence_from: []}\n"
+        "        lab 1: {cluster_inventory: inventories/lab.yaml, evidence_from: []}",
+    )
+    handle = await start_promotion(temporal_client, engine_worker, tmp_path, inventory)
+    report = await handle.result()
+    said = failed_tasks(report)
+    assert len([k for k in said if k.startswith("lab/")]) == 1, said
+    assert any("did not start for this host" in m for m in said.values()), said
+    assert [s.get("cluster") for s in steps() if "cluster" in s] == ["lab"], "one change ran, for one host"
+
+
+async def test_a_held_child_terminated_by_hand_stops_the_next_ring_and_is_not_called_rolled_back(
+    runbook_dir: Path, engine_worker: str, temporal_client: Client, tmp_path: Path
+) -> None:
+    handle = await start_promotion(temporal_client, engine_worker, tmp_path)
+    lab = temporal_client.get_workflow_handle(f"{handle.id}.lab")
+
+    def gate_open(status: RunStatus) -> bool:
+        return any(g.rule.gate_id == "staging:before" and g.status == "open" for g in status.gates)
+
+    await status_when(handle, gate_open, within=60)
+    await lab.terminate("an operator ended it")
+    await handle.execute_update("decide", Decision(gate="staging:before", approver="alice", approve=True))
+    report = await handle.result()
+
+    # Staging's change requires lab's run, which proves nothing now; the promotion rolls back,
+    # and lab's rollback says that nothing undid lab's change (no hang, no false "rolled back").
+    assert report.status == "rolled_back", report.msg
+    said = failed_tasks(report)
+    assert "compensation failed on" in report.msg and "lab" in report.msg, report.msg
+    staging = await child(temporal_client, handle.id, "staging")
+    required = [
+        t.data for s in staging.stages for h in s.hosts for t in h.tasks if t.module == "runs.require"
+    ]
+    assert "did not complete (it terminated)" in str(required), required
+    assert list(said) == ["staging/staging"], said
+
+
+async def test_a_held_run_counts_as_evidence_only_for_its_own_promotion(
+    runbook_dir: Path, engine_worker: str, temporal_client: Client, tmp_path: Path, start_run: StartFn
+) -> None:
+    handle = await start_promotion(temporal_client, engine_worker, tmp_path)
+
+    def gate_open(status: RunStatus) -> bool:
+        return any(g.rule.gate_id == "staging:before" and g.status == "open" for g in status.gates)
+
+    await status_when(handle, gate_open, within=60)
+    outsider = f"""\
+    name: outsider
+    stages:
+      - name: one
+        hosts: localhost
+        tasks:
+          - runs.require: {{run_id: "{handle.id}.lab", runbook: change}}
+    """
+    report = await (await start_run(outsider)).result()
+    msg = report.stages[0].hosts[0].tasks[0].msg
+    assert f"run {handle.id}.lab is held open by promotion {handle.id}" in msg, msg
+    await handle.signal("abort", "test over")

@@ -26,7 +26,7 @@ from pitstop.contracts import Decision, RunReport, RunRequest, RunStatus
 from pitstop.settings import Settings
 from tests.integration.engine.conftest import StartFn, start_run, status_when
 from tests.integration.test_fleet_status import fleet_cli, table_rows, visible
-from tests.multicluster import RehearsedCluster, wait_for
+from tests.multicluster import ClusterWorker, RehearsedCluster, wait_for
 
 if TYPE_CHECKING:
     from mypy_boto3_s3 import S3Client
@@ -314,3 +314,24 @@ async def approve_when_prod_worker_gone(
     await handle.execute_update(
         "decide", Decision(gate="production:before", approver="alice", approve=True, comment="staging ok")
     )
+
+
+@pytest.mark.timeout(150)
+async def test_a_promotion_whose_inventory_names_a_cluster_queue_is_refused_on_that_worker(
+    runbook_dir: Path, cluster_worker: ClusterWorker, start_run: StartFn, temporal_client: Client
+) -> None:
+    # Its runs.run tasks go to the cluster's activities-only worker, which serves no workflows:
+    # a child started there would never run. That worker refuses, saying why.
+    await cluster_worker.start(temporal_client)
+    rings = "".join(
+        f"    ring_{ring}:\n      hosts:\n        {ring}: {{cluster_inventory: inventories/{ring}.yaml}}\n"
+        for ring in ("lab", "staging", "prod")
+    )
+    inventory = (
+        f"cluster: {{name: edge, task_queue: {cluster_worker.task_queue}}}\nall:\n  children:\n{rings}"
+    )
+    handle = await start_run(PROMOTION, inventory, vars={"change_runbook": "kueue-upgrade.yaml"})
+    report = await asyncio.wait_for(handle.result(), timeout=90)
+    assert report.status != "succeeded"
+    said = [t.msg for s in report.stages for h in s.hosts for t in h.tasks if t.status == "failed"]
+    assert any("a promotion's inventory lists clusters as hosts and names none" in m for m in said), said
