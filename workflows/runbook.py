@@ -377,9 +377,9 @@ class RunbookWorkflow:
                 or self.ctx.abort_reason is not None
             )
         )
-        if self.ctx.released or self.ctx.abort_reason is not None:
+        # A rollback heard in the same activation as a release wins: undoing is the safe side.
+        if self.ctx.abort_reason is not None or self.ctx.rollback_request is None:
             return
-        assert self.ctx.rollback_request is not None
         await self.compensation.rollback(stages[-1], self.ctx.rollback_request)
 
     async def _start(self, request: RunRequest) -> RunReport | None:

@@ -23,7 +23,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 from temporalio.exceptions import ApplicationError
 
-from activities.kube.client import KUEUE_GROUP, ApiStatus, Kube, api_base, api_client, namespaced
+from activities.kube.client import KUEUE_GROUP, ApiStatus, Kube, api_base, api_client, namespaced, segment
 from activities.kube.common import beat, kube_for, kube_module
 from pitstop.contracts import ModuleCall, ModuleResult
 from pitstop.errors import ErrorType, fail
@@ -167,7 +167,8 @@ class Reader:
         if path is None:
             group = self.monitoring if kind == "ServiceMonitor" else self.kueue
             return None, f"{group.removeprefix('/apis/')} is not served (its CRDs are not installed)"
-        return self.kube.get_or_none(f"{path}/{name}"), ""
+        # The name comes from the manager's objects or the expectation: one checked path segment.
+        return self.kube.get_or_none(f"{path}/{segment(name, kind, 'segment')}"), ""
 
     def listed(self, kind: Kind, label_selector: str, namespaces: set[str]) -> list[Obj]:
         if kind == "Secret":

@@ -265,3 +265,16 @@ def test_a_service_monitor_on_a_worker_without_its_crd_is_missing_with_the_reaso
     assert items["ServiceMonitor gpu-monitoring/optional"]["required"] is False
     assert result.failed
     assert "ServiceMonitor gpu-monitoring/optional missing" in result.msg and "[not required]" in result.msg
+
+
+def test_an_expected_name_that_is_not_one_path_segment_is_refused_before_any_request(
+    clusters: tuple[SimCluster, str, SimCluster, str], module_runner: ModuleRunner
+) -> None:
+    _, _, worker, worker_name = clusters
+    platform(worker)
+    before = worker.counters().requests.get("get storageclasses", 0)
+    with pytest.raises(ApplicationError) as refused:
+        call(module_runner, worker_name, {"expected": [{"kind": "StorageClass", "name": "../../secrets"}]})
+    assert refused.value.type == "InvalidArgs", refused.value
+    assert "../../secrets" in refused.value.message
+    assert worker.counters().requests.get("get storageclasses", 0) == before
