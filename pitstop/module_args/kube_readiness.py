@@ -10,7 +10,7 @@ of `kube.readiness` with `mode: export` run on the manager's own worker.
 from __future__ import annotations
 
 from datetime import timedelta
-from typing import Any, Literal, Self
+from typing import Any, Literal, Self, get_args
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
@@ -29,20 +29,9 @@ Kind = Literal[
     "ClusterQueue",
     "LocalQueue",
 ]
-# The kinds in the order they are read and reported (a namespace before what lives in it, a
-# ResourceFlavor before the ClusterQueues that use it).
-KINDS: tuple[Kind, ...] = (
-    "Namespace",
-    "RuntimeClass",
-    "Secret",
-    "StorageClass",
-    "PersistentVolumeClaim",
-    "DaemonSet",
-    "ServiceMonitor",
-    "ResourceFlavor",
-    "ClusterQueue",
-    "LocalQueue",
-)
+# The kinds in the order they are read and reported, as `Kind` lists them (a namespace before
+# what lives in it, a ResourceFlavor before the ClusterQueues that use it).
+KINDS: tuple[Kind, ...] = get_args(Kind)
 NAMESPACED: frozenset[str] = frozenset(
     {"Secret", "PersistentVolumeClaim", "DaemonSet", "ServiceMonitor", "LocalQueue"}
 )

@@ -23,7 +23,7 @@ import sys
 import time
 import uuid
 from collections import Counter
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Iterator
 from datetime import timedelta
 from pathlib import Path
 
@@ -36,6 +36,7 @@ from pitstop.contracts import Decision, RunReport, RunRequest
 from pitstop.settings import Settings
 from tests.conftest import REPO_ROOT
 from tests.integration.engine.conftest import hosts_inventory, write_bundle
+from tests.multicluster import wait_for
 from tests.testmodules import CALL_LOG_ENV, HOLD_FILE_ENV
 from tests.worker_for_tests import READY_LINE
 
@@ -156,17 +157,6 @@ def worker_process(temporal_settings: Settings, task_queue: str, tmp_path: Path)
     proc = WorkerProcess(temporal_settings, task_queue, tmp_path)
     yield proc
     proc.kill()
-
-
-async def wait_for(what: str, check: Callable[[], Awaitable[bool]], seconds: float = 45.0) -> None:
-    try:
-        async with asyncio.timeout(seconds):
-            while True:
-                if await check():
-                    return
-                await asyncio.sleep(0.1)
-    except TimeoutError:
-        raise AssertionError(f"timed out waiting for {what}") from None
 
 
 async def run_status(handle: WorkflowHandle[object, RunReport]) -> str | None:
