@@ -36,6 +36,15 @@ LAUNCH_CHUNK = 100
 # longer waits for its children to start. Runs recorded before replay as they ran.
 LAUNCH_LIMITS = "launch-limits"
 LAUNCH_IN_BACKGROUND = "launch-in-background"
+# Asked once, in the execution's first workflow task (`HostDriver.decide_at_start`): an
+# execution that has it launches as both patches above say, without asking them. Why: on
+# replay `workflow.patched` is true only once the task holding its marker is replayed, and
+# sdk-core may record a local activity's marker in the task before the one whose activation
+# received its result (seen under load); replay delivers the result in the marker's task,
+# so a patch asked after a local activity (as LAUNCH_IN_BACKGROUND was, after signing the
+# hosts' inputs) answered False there and the run failed as non-deterministic. The first
+# task follows no local activity. Runs recorded before ask the two patches where they did.
+PATCHES_AT_START = "engine-patches-at-start"
 # How much of an execution's history new launches may use (see `_launch_budget`).
 HISTORY_EVENTS_BUDGET = 10_240
 HISTORY_BYTES_BUDGET = 10 * 1024 * 1024
@@ -53,6 +62,14 @@ class HostDriver:
         # Hosts whose child workflow was asked for and has not started yet.
         self.starting: set[str] = set()
         self._fleet: FleetCache | None = None
+        self._patched_at_start = False
+
+    def decide_at_start(self) -> None:
+        """Called first thing in the execution's first workflow task (see PATCHES_AT_START)."""
+        self._patched_at_start = workflow.patched(PATCHES_AT_START)
+
+    def _patched(self, patch_id: str) -> bool:
+        return self._patched_at_start or workflow.patched(patch_id)
 
     def fleet(self) -> FleetCache:
         """What every host of the run shares, computed once per execution (the plan is fixed)."""
@@ -138,7 +155,7 @@ class HostDriver:
             info.get_current_history_length() >= HISTORY_EVENTS_BUDGET
             or info.get_current_history_size() >= HISTORY_BYTES_BUDGET
         )
-        if over_budget and workflow.patched(LAUNCH_LIMITS):
+        if over_budget and self._patched(LAUNCH_LIMITS):
             return 0
         return self.run.request.max_launches_per_execution - self.launches
 
@@ -174,7 +191,7 @@ class HostDriver:
         not wait for the last chunk's children to start: a busy server takes seconds to start
         a child, and hosts that end meanwhile must free their slots at once."""
         # Runs recorded before chunking started every host of a launch at once.
-        size = LAUNCH_CHUNK if len(hosts) <= LAUNCH_CHUNK or workflow.patched(LAUNCH_LIMITS) else len(hosts)
+        size = LAUNCH_CHUNK if len(hosts) <= LAUNCH_CHUNK or self._patched(LAUNCH_LIMITS) else len(hosts)
         for first in range(0, len(hosts), size):
             last = first + size >= len(hosts)
             await self._launch_chunk(stage, hosts[first : first + size], wait_started=not last)
@@ -193,7 +210,7 @@ class HostDriver:
             inputs.append((trust.normalized(unsigned), child_id))
         signed = await trust.sign_host_inputs(inputs)
         pairs = [(inp, child_id) for inp, (_, child_id) in zip(signed, inputs, strict=True)]
-        if not workflow.patched(LAUNCH_IN_BACKGROUND):
+        if not self._patched(LAUNCH_IN_BACKGROUND):
             # Runs recorded before the change waited for every start (replayed the same way).
             await asyncio.gather(*(self._start_host(stage, inp, child_id) for inp, child_id in pairs))
             return

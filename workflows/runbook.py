@@ -326,6 +326,7 @@ class RunbookWorkflow:
     # --- the run -----------------------------------------------------------------------
     @workflow.run
     async def run(self, request: RunRequest) -> RunReport:
+        self.hosts.decide_at_start()
         refused = await self._start(request)
         if refused is not None:
             return refused

@@ -20,6 +20,7 @@ import base64
 import json
 from datetime import timedelta
 from pathlib import Path
+from typing import Any
 
 import pytest
 from temporalio import workflow
@@ -29,20 +30,30 @@ from temporalio.worker import Replayer
 from pitstop.client import data_converter, tracing_interceptor
 from pitstop.contracts import RunReport, RunRequest
 from pitstop.sandbox import workflow_runner
+from tests.replay.deferred_result import defer_result, deferrable, local_activity_type
 from tests.replay.record import HISTORIES_DIR, MANIFEST, SCENARIOS, RecordedHistory
 from workflows import WORKFLOWS
 from workflows.runbook import RunbookWorkflow
 
+# Histories recorded by the previous release (before `PATCHES_AT_START`): runs in flight
+# when this code is deployed replay as they were recorded.
+PREVIOUS_DIR = HISTORIES_DIR / "previous"
 
-def recorded() -> list[RecordedHistory]:
-    path = HISTORIES_DIR / MANIFEST
+
+def recorded(directory: Path = HISTORIES_DIR) -> list[RecordedHistory]:
+    path = directory / MANIFEST
     if not path.exists():
         return []
     return [RecordedHistory.model_validate(entry) for entry in json.loads(path.read_text())]
 
 
-def load(entry: RecordedHistory) -> WorkflowHistory:
-    return WorkflowHistory.from_json(entry.workflow_id, (HISTORIES_DIR / entry.file).read_text())
+def load(entry: RecordedHistory, directory: Path = HISTORIES_DIR) -> WorkflowHistory:
+    return WorkflowHistory.from_json(entry.workflow_id, (directory / entry.file).read_text())
+
+
+def history_json(entry: RecordedHistory, directory: Path = HISTORIES_DIR) -> dict[str, Any]:
+    events: dict[str, Any] = json.loads((directory / entry.file).read_text())
+    return events
 
 
 def replayer(workflows: list[type]) -> Replayer:
@@ -72,6 +83,69 @@ async def test_recorded_history_replays_without_nondeterminism(entry: RecordedHi
         f"{entry.file} ({entry.covers}) no longer replays: {result.replay_failure}. "
         "Make the change replay-safe (workflow.patched) or re-record: python -m tests.replay.record"
     )
+
+
+@pytest.mark.parametrize("entry", recorded(PREVIOUS_DIR), ids=lambda e: e.file)
+async def test_a_history_of_the_previous_release_replays(entry: RecordedHistory) -> None:
+    result = await replayer(WORKFLOWS).replay_workflow(
+        load(entry, PREVIOUS_DIR), raise_on_replay_failure=False
+    )
+    assert result.replay_failure is None, f"previous/{entry.file} no longer replays: {result.replay_failure}"
+
+
+@pytest.mark.parametrize("entry", recorded(), ids=lambda e: e.file)
+async def test_every_local_activity_result_may_reach_the_run_one_task_late(entry: RecordedHistory) -> None:
+    """Under load sdk-core may record a local activity's marker with one workflow task and
+    hand its result to the workflow in the next; replay hands it over in the marker's task.
+    Each such marker of each recorded run, rewritten to that shape, must still replay."""
+    history = history_json(entry)
+    markers = deferrable(history)
+    failures = []
+    for index in markers:
+        shifted = WorkflowHistory.from_json(entry.workflow_id, json.dumps(defer_result(history, index)))
+        result = await replayer(WORKFLOWS).replay_workflow(shifted, raise_on_replay_failure=False)
+        if result.replay_failure is not None:
+            kind = local_activity_type(history["events"][index])
+            failures.append(f"{kind} at event #{index}: {result.replay_failure}")
+    assert not failures, "\n".join(failures)
+
+
+async def test_a_patch_asked_after_a_local_activity_fails_when_its_result_came_one_task_late() -> None:
+    """The failure the patches-at-start change removes, reproduced: the previous release asked
+    `launch-in-background` after signing the hosts' inputs (a local activity), so the same
+    rewrite of its own history fails the way a status query failed under load."""
+    entry = next(e for e in recorded(PREVIOUS_DIR) if e.scenario == "waves")
+    history = history_json(entry, PREVIOUS_DIR)
+    first_sign = next(
+        i for i in deferrable(history) if local_activity_type(history["events"][i]) == "trust.sign"
+    )
+    shifted = WorkflowHistory.from_json(entry.workflow_id, json.dumps(defer_result(history, first_sign)))
+    result = await replayer(WORKFLOWS).replay_workflow(shifted, raise_on_replay_failure=False)
+    assert isinstance(result.replay_failure, workflow.NondeterminismError), result.replay_failure
+    assert "patch marker encountered for change launch-in-background" in str(result.replay_failure)
+
+
+def test_new_runs_record_their_patches_in_their_first_workflow_task() -> None:
+    # The property that makes the late result harmless: no patch marker after the first task.
+    for entry in recorded():
+        if entry.workflow_type != "RunbookWorkflow":
+            continue
+        events = history_json(entry)["events"]
+        first_task_done = next(
+            i for i, e in enumerate(events) if e["eventType"] == "EVENT_TYPE_WORKFLOW_TASK_COMPLETED"
+        )
+        second_task = next(
+            i
+            for i, e in enumerate(events)
+            if i > first_task_done and e["eventType"] == "EVENT_TYPE_WORKFLOW_TASK_SCHEDULED"
+        )
+        patches = [
+            i
+            for i, e in enumerate(events)
+            if e["eventType"] == "EVENT_TYPE_MARKER_RECORDED"
+            and e["markerRecordedEventAttributes"]["markerName"] == "core_patch"
+        ]
+        assert patches and all(first_task_done < i < second_task for i in patches), (entry.file, patches)
 
 
 # Unsandboxed: the sandbox would re-import this test module (and the recorder it imports),

@@ -53,7 +53,7 @@ from pitstop.secrets import DIR_ENV
 from pitstop.settings import Settings
 from pitstop_sim import SimCluster, SimConfig, parse_scenario
 from workflows import WORKFLOWS
-from workflows.run_hosts import LAUNCH_IN_BACKGROUND, LAUNCH_LIMITS
+from workflows.run_hosts import LAUNCH_IN_BACKGROUND, LAUNCH_LIMITS, PATCHES_AT_START
 
 REPO = Path(__file__).resolve().parents[2]
 BIN = Path(sys.executable).parent
@@ -240,7 +240,7 @@ UNENCRYPTED_FIELDS = ("searchAttributes", "header")
 LOCAL_ACTIVITY_MARKER = "core_local_activity"
 PATCH_MARKER = "core_patch"
 # The engine's `workflow.patched` ids: public names of code changes, never a run's data.
-ENGINE_PATCHES = {LAUNCH_LIMITS, LAUNCH_IN_BACKGROUND}
+ENGINE_PATCHES = {LAUNCH_LIMITS, LAUNCH_IN_BACKGROUND, PATCHES_AT_START}
 LOCAL_ACTIVITY_BOOKKEEPING = {
     "seq",
     "attempt",
