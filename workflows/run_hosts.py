@@ -341,5 +341,5 @@ class HostDriver:
             rollback_request=self.run.rollback_request,
             play=plan.runbook.vars,
             extra=plan.extra_vars,
-            run=self.run_vars(),
+            run=self.run_vars,
         )

@@ -215,10 +215,12 @@ def rollback_trigger(
     rollback_request: str | None,
     play: Mapping[str, Any],
     extra: Mapping[str, Any],
-    run: RunVars,
+    run: Callable[[], RunVars],
 ) -> str | None:
     """Why the stage must roll back now (an operator's request, its failure budget, a
-    `rollback_when` expression that holds), or None."""
+    `rollback_when` expression that holds), or None. `run` builds the `run` variable, which
+    costs O(stages + gates): asked on every turn of the stage loop, it is built only for a
+    stage that has `rollback_when` expressions to evaluate."""
     if rollback_request is not None:
         return rollback_request
     rule = stage.rule
@@ -240,7 +242,7 @@ def rollback_trigger(
         stage=rule.vars,
         facts={},
         extra=extra,
-        magic={"stage": stage_vars(stage), "run": run.as_template_var()},
+        magic={"stage": stage_vars(stage), "run": run().as_template_var()},
     ).merged()
     for expression in rule.rollback_when:
         try:

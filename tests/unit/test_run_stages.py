@@ -186,7 +186,7 @@ def _trigger(progress: RunProgress, stage: StageRun, request: str | None = None)
     run = RunVars(stages=[run_vars.stage_outcome(s) for s in StageRuns(progress)])
     plan = progress.plan
     return run_vars.rollback_trigger(
-        stage=stage, rollback_request=request, play=plan.runbook.vars, extra=plan.extra_vars, run=run
+        stage=stage, rollback_request=request, play=plan.runbook.vars, extra=plan.extra_vars, run=lambda: run
     )
 
 
