@@ -309,8 +309,15 @@ async def test_a_start_request_carrying_state_ends_at_once_and_nothing_runs(
         report = await handle.result()
         assert (report.status, report.msg) == ("failed", STATE_FROM_CLIENT)
         assert report.gates == [] and report.stages == [] and report.hashes is None
-        # Not even the state's signature was checked: no local activity either.
-        assert "EVENT_TYPE_MARKER_RECORDED" not in event_types(await history(temporal_client, run_id))
+        # Not even the state's signature was checked: no local activity either (the only
+        # marker is the engine's patch, recorded in the first workflow task of every run).
+        hist = await history(temporal_client, run_id)
+        markers = [
+            e.marker_recorded_event_attributes.marker_name
+            for e in hist.events
+            if e.HasField("marker_recorded_event_attributes")
+        ]
+        assert markers == ["core_patch"], markers
         await assert_nothing_ran(temporal_client, run_id)
         # The run's status, for the UI and the CLI, shows none of the state it was given.
         status = await handle.query("status", result_type=RunStatus)
