@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from temporalio.exceptions import ApplicationError
 from temporalio.testing import ActivityEnvironment
 
 from pitstop.contracts import ModuleCall, ModuleResult
@@ -107,6 +108,20 @@ class SshLab:
         env = ActivityEnvironment()
         env.on_heartbeat = lambda *details: self.heartbeats.append(details)
         return env.run(activity_fn, call)
+
+    def run_retried(
+        self, activity_fn: Callable[[ModuleCall], ModuleResult], call: ModuleCall, attempts: int = 3
+    ) -> ModuleResult:
+        """`run`, with the retries a worker's retry policy gives a module call: a failure the
+        module marks retryable (a pooled connection lost before the command started, seen on a
+        loaded machine) is tried again; a non-retryable one is raised at once."""
+        for _ in range(attempts - 1):
+            try:
+                return self.run(activity_fn, call)
+            except ApplicationError as exc:
+                if exc.non_retryable:
+                    raise
+        return self.run(activity_fn, call)
 
 
 @dataclass

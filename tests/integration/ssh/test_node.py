@@ -79,7 +79,8 @@ def test_firmware_flow_flashes_once_and_activates_only_after_reboot(lab: SshLab,
     again = lab.run(ssh_firmware_update, _firmware(lab, fake_node, "2.0", run_id="run-2"))
     assert not again.changed and again.data["reboot_required"] is True
     assert len(fake_node.flashes()) == 1
-    facts = lab.run(ssh_facts, lab.call("ssh.facts", {}, server=fake_node.server)).data
+    # Read-only: retried as a worker would if the pooled connection was lost before it started.
+    facts = lab.run_retried(ssh_facts, lab.call("ssh.facts", {}, server=fake_node.server)).data
     assert (facts["firmware"], facts["firmware_pending"]) == ("1.0", "2.0")
 
     before = fake_node.boot_id()
