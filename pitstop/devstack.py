@@ -38,6 +38,7 @@ import asyncio
 import contextlib
 import importlib.util
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -78,6 +79,12 @@ SEARCH_ATTRIBUTES: tuple[str, ...] = ("PitstopRunbook", "PitstopCluster", "Pitst
 
 STOP_GRACE_SECONDS = 10.0
 _POLL_SECONDS = 0.1
+# The dev server picks its HTTP API and metrics ports itself: a free port at the moment it
+# looks, which another process may bind before the server does ("failed listening for HTTP
+# API on 127.0.0.1:41169: listen tcp ...: bind: address already in use", seen with parallel
+# test sessions). Such a start is tried again, and the server picks again.
+_SELF_PICKED_PORT_TAKEN = re.compile(r"failed listening for (?:HTTP API|metrics)[^\n]*address already in use")
+_RESTARTS_ON_PORT_RACE = 2
 _STATE_FILE = STATE_FILE  # pitstop/stack_ui.py reads it for the UI's address
 POLICY_FILE = "worker-policy.yaml"
 POLICY_MARK = "# Written by `pitstop dev up` for the embedded stack"
@@ -312,6 +319,7 @@ class DevStack:
         self.config = config or StackConfig.from_env()
         # Processes started by this object: kept so we can reap them (no zombies) on stop.
         self._children: dict[PartName, subprocess.Popen[bytes]] = {}
+        self._argvs: dict[PartName, list[str]] = {}
 
     # -- where things are -------------------------------------------------------------
     @property
@@ -629,6 +637,7 @@ class DevStack:
             )
         self.pid_file(part).write_text(f"{proc.pid}\n")
         self._children[part] = proc
+        self._argvs[part] = argv
         return proc
 
     def _stop_pid(self, part: PartName, pid: int, grace: float) -> None:
@@ -704,10 +713,23 @@ class DevStack:
             return False, f"UI answered HTTP {response.status_code}"
         return True, ""
 
+    def _lost_port_race(self, part: PartName) -> bool:
+        """Whether `part` exited because a port it picked itself was taken meanwhile (never one
+        of ours: those are checked before starting and a clash with them is an error)."""
+        if part != "temporal":
+            return False
+        return _SELF_PICKED_PORT_TAKEN.search(_tail(self.log_file(part), lines=5)) is not None
+
     def _wait_healthy(self, part: PartName, deadline: float, timeout: float) -> None:
         proc = self._children.get(part)
         detail = ""
+        restarts = 0
         while True:
+            exited = proc is not None and proc.poll() is not None
+            if exited and restarts < _RESTARTS_ON_PORT_RACE and self._lost_port_race(part):
+                restarts += 1
+                proc = self._spawn(part, self._argvs[part])
+                continue
             if proc is not None and proc.poll() is not None:
                 raise HealthCheckError(
                     f"{part} exited with code {proc.returncode} while starting; "

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import sqlite3
+import sys
 from pathlib import Path
 
 import httpx
@@ -128,3 +129,54 @@ def test_ports_come_from_the_environment(tmp_path: Path) -> None:
     assert stack.etcd_endpoint == "http://127.0.0.1:12000"
     assert stack.config.etcd_peer_port == 12001
     assert stack.home == tmp_path.resolve()
+
+
+def _flaky_temporal(tmp_path: Path, failures: int, what: str) -> tuple[Path, Path]:
+    """A `temporal` that fails its first `failures` starts the way the dev server does when a
+    port was taken under it (`what`: "HTTP API" or "frontend"), then runs the real server."""
+    real = Path(sys.executable).parent / "temporal"
+    starts = tmp_path / "starts"
+    fake = tmp_path / "fake" / "temporal"
+    fake.parent.mkdir()
+    fake.write_text(
+        "#!/bin/sh\n"
+        f"echo start >> {starts}\n"
+        f'if [ "$(wc -l < {starts})" -le {failures} ]; then\n'
+        f'  echo "failed listening for {what} on 127.0.0.1:41169: listen tcp 127.0.0.1:41169: '
+        'bind: address already in use"\n'
+        "  exit 1\n"
+        "fi\n"
+        f'exec {real} "$@"\n'
+    )
+    fake.chmod(0o755)
+    return fake, starts
+
+
+def test_a_port_the_dev_server_picked_itself_and_lost_is_picked_again(tmp_path: Path) -> None:
+    # The dev server chooses its HTTP API port on its own; another process may bind it first.
+    fake, starts = _flaky_temporal(tmp_path, failures=1, what="HTTP API")
+    config = free_ports_config(tmp_path / "home", parts=("temporal",), temporal_binary=fake)
+    with DevStack(config).running(timeout=60) as stack:
+        assert [s.healthy for s in stack.status()] == [True]
+    assert starts.read_text().splitlines() == ["start", "start"]
+    assert processes_mentioning(str(tmp_path)) == []
+
+
+def test_a_dev_server_that_keeps_losing_its_port_is_an_error_after_two_more_tries(tmp_path: Path) -> None:
+    fake, starts = _flaky_temporal(tmp_path, failures=99, what="HTTP API")
+    config = free_ports_config(tmp_path / "home", parts=("temporal",), temporal_binary=fake)
+    with pytest.raises(
+        HealthCheckError, match=r"(?s)temporal exited with code 1 while starting.*address already in use"
+    ):
+        DevStack(config).up(timeout=30)
+    assert len(starts.read_text().splitlines()) == 3
+    assert processes_mentioning(str(tmp_path)) == []
+
+
+def test_a_clash_on_a_port_pitstop_chose_is_not_retried(tmp_path: Path) -> None:
+    # gRPC and UI ports are the stack's (clients are told them): a clash there is an error.
+    fake, starts = _flaky_temporal(tmp_path, failures=1, what="frontend")
+    config = free_ports_config(tmp_path / "home", parts=("temporal",), temporal_binary=fake)
+    with pytest.raises(HealthCheckError, match="temporal exited with code 1 while starting"):
+        DevStack(config).up(timeout=30)
+    assert starts.read_text().splitlines() == ["start"]
