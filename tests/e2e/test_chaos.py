@@ -1,7 +1,8 @@
 """Chaos: a 24-node GPU maintenance survives its worker being SIGKILLed three times.
 
 The worker is a real process (`python -m tests.worker_for_tests`), killed at seeded random
-moments during the run (canary, gate or fleet, wherever they land) and restarted each time.
+moments during the run (canary, gate or fleet, wherever they land), each time at the first
+moment after it that a host's activity is running, and restarted each time.
 Killed activities are retried by Temporal after their heartbeat or start-to-close timeout;
 the modules resume from the cluster's state. Afterwards the simulator's counters must show
 that nothing was done twice and nothing unsafe was done at all.
@@ -18,7 +19,7 @@ from datetime import timedelta
 from pathlib import Path
 
 import pytest
-from temporalio.api.enums.v1 import EventType
+from temporalio.api.enums.v1 import EventType, PendingActivityState
 from temporalio.client import Client, WorkflowExecutionStatus, WorkflowHandle
 
 from pitstop.contracts import RunReport
@@ -64,6 +65,31 @@ async def retried_activities(client: Client, report: RunReport) -> int:
                 and e.activity_task_started_event_attributes.attempt > 1
             )
     return count
+
+
+async def activity_in_flight(client: Client, run_id: str) -> bool:
+    """Whether one of the run's host workflows has a (regular) activity running on a worker."""
+    async for child in client.list_workflows(f'ParentWorkflowId="{run_id}" AND ExecutionStatus="Running"'):
+        description = await client.get_workflow_handle(child.id, run_id=child.run_id).describe()
+        if any(
+            a.state == PendingActivityState.PENDING_ACTIVITY_STATE_STARTED
+            for a in description.raw_description.pending_activities
+        ):
+            return True
+    return False
+
+
+async def when_work_is_in_flight(
+    client: Client, handle: WorkflowHandle[object, RunReport], within: float
+) -> None:
+    """Wait until a host's activity is running, so that the kill lands on work in progress."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + within
+    while not await activity_in_flight(client, handle.id):
+        description = await handle.describe()
+        assert description.status == WorkflowExecutionStatus.RUNNING, "the run ended before the kill"
+        assert loop.time() < deadline, f"no host activity was running within {within:g}s"
+        await asyncio.sleep(0.1)
 
 
 @pytest.fixture
@@ -112,6 +138,9 @@ async def test_maintenance_survives_three_worker_kills_without_doing_anything_tw
             assert description.status == WorkflowExecutionStatus.RUNNING, (
                 f"the run ended before kill {kill} of {KILLS}; lengthen the scenario or shorten the delays"
             )
+            # From that moment on, the first time a host's activity is running (a gate may
+            # hold every host back for a while).
+            await when_work_is_in_flight(temporal_client, handle, within=120)
             worker.kill()
             await worker.start()
         report = await asyncio.wait_for(handle.result(), timeout=330)
