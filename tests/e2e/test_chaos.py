@@ -33,6 +33,7 @@ from tests.e2e.conftest import (
     start_rehearsal,
 )
 from tests.integration.engine.test_durability import WorkerProcess
+from tests.multicluster import wait_for
 
 SCENARIO = dm.REPO / "runbooks" / "scenarios" / "chaos-24-nodes.yaml"
 DEGRADED = "gpu-node-017"
@@ -79,17 +80,14 @@ async def activity_in_flight(client: Client, run_id: str) -> bool:
     return False
 
 
-async def when_work_is_in_flight(
-    client: Client, handle: WorkflowHandle[object, RunReport], within: float
-) -> None:
-    """Wait until a host's activity is running, so that the kill lands on work in progress."""
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + within
-    while not await activity_in_flight(client, handle.id):
-        description = await handle.describe()
-        assert description.status == WorkflowExecutionStatus.RUNNING, "the run ended before the kill"
-        assert loop.time() < deadline, f"no host activity was running within {within:g}s"
-        await asyncio.sleep(0.1)
+async def work_in_flight(client: Client, handle: WorkflowHandle[object, RunReport]) -> bool:
+    """A host's activity is running (so a kill now lands on work in progress); the run may
+    not have ended meanwhile."""
+    if await activity_in_flight(client, handle.id):
+        return True
+    description = await handle.describe()
+    assert description.status == WorkflowExecutionStatus.RUNNING, "the run ended before the kill"
+    return False
 
 
 @pytest.fixture
@@ -140,7 +138,9 @@ async def test_maintenance_survives_three_worker_kills_without_doing_anything_tw
             )
             # From that moment on, the first time a host's activity is running (a gate may
             # hold every host back for a while).
-            await when_work_is_in_flight(temporal_client, handle, within=120)
+            await wait_for(
+                "a host's activity running", lambda: work_in_flight(temporal_client, handle), seconds=120
+            )
             worker.kill()
             await worker.start()
         report = await asyncio.wait_for(handle.result(), timeout=330)

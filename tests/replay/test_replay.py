@@ -52,8 +52,8 @@ def load(entry: RecordedHistory, directory: Path = HISTORIES_DIR) -> WorkflowHis
 
 
 def history_json(entry: RecordedHistory, directory: Path = HISTORIES_DIR) -> dict[str, Any]:
-    events: dict[str, Any] = json.loads((directory / entry.file).read_text())
-    return events
+    history: dict[str, Any] = json.loads((directory / entry.file).read_text())
+    return history
 
 
 def replayer(workflows: list[type]) -> Replayer:
