@@ -5,8 +5,9 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 # The slowest tests are listed at the end of every run, so that CI shows where the time goes,
-# and every skipped test with its reason (a missing chromium, sshd, promtool, ...).
-PYTEST_ARGS ?= --durations=25 -rs
+# every skipped test with its reason (a missing chromium, sshd, promtool, ...), and every
+# failure and error by name with its message: CI shows only the end of the output.
+PYTEST_ARGS ?= --durations=25 -rfEs
 # Tests run in this many processes (pytest-xdist): the long rehearsals mostly wait on real
 # components (a node's reboot, an observe window), so two of them share two cores well. Every
 # process has its own session stack, ports and temporary directory. 0 runs them in this one.

@@ -66,10 +66,13 @@ def hanging_server(tmp_path: Path) -> Iterator[tuple[int, Path, _HangUpOnAuth]]:
     try:
         yield port, known, server
     finally:
+        # close() alone does not wake a thread blocked in accept() on Linux; shutdown() does.
+        listener.shutdown(socket.SHUT_RDWR)
         listener.close()
         for transport in transports:
             transport.close()
         thread.join(timeout=10)
+        assert not thread.is_alive(), "the hang-up server's accept loop did not stop"
 
 
 def _keygen(path: Path) -> Path:
