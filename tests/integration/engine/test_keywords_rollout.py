@@ -10,11 +10,13 @@ from __future__ import annotations
 import itertools
 from collections.abc import Iterable
 
+import pytest
 from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client, WorkflowExecutionStatus
 
 from tests.integration.engine.conftest import RunFn, StartFn, hosts_inventory
 from tests.testmodules import CALLS, RECORDS, CallRecord
+from workflows import run_hosts
 
 
 def max_overlap(records: Iterable[CallRecord]) -> int:
@@ -246,4 +248,38 @@ async def test_run_continues_as_new_and_every_host_runs_exactly_once(
     assert len(launched) == 3
     latest = await temporal_client.get_workflow_handle(handle.id).describe()
     assert latest.run_id != handle.first_execution_run_id
+    assert latest.status == WorkflowExecutionStatus.COMPLETED
+
+
+async def test_a_history_past_its_budget_continues_as_new_and_every_host_runs_exactly_once(
+    start_run: StartFn, temporal_client: Client, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The budget in events, not in launches: a server that never suggests continuing as new
+    # (the dev server's thresholds are far away) must still see this execution hand over.
+    monkeypatch.setattr(run_hosts, "HISTORY_EVENTS_BUDGET", 40)
+    handle = await start_run(
+        """
+        name: long
+        hosts: gpu
+        serial: 1
+        tasks:
+          - name: step
+            test.step: {value: "{{ inventory_hostname }}"}
+        """,
+        hosts_inventory(8),
+    )
+    report = await handle.result()
+    assert report.status == "succeeded", report.msg
+    assert sorted(h for h, _, _ in CALLS) == [f"h{i:02d}" for i in range(8)]
+
+    first = temporal_client.get_workflow_handle(handle.id, run_id=handle.first_execution_run_id)
+    assert (await first.describe()).status == WorkflowExecutionStatus.CONTINUED_AS_NEW
+    events = [e async for e in first.fetch_history_events()]
+    launched = [
+        e for e in events if e.event_type == EventType.EVENT_TYPE_START_CHILD_WORKFLOW_EXECUTION_INITIATED
+    ]
+    # Not every host fitted, though launches were allowed (2000 per execution by default).
+    assert 1 <= len(launched) < 8
+    # A later execution took the remaining hosts and ended the run (each host ran once: CALLS).
+    latest = await temporal_client.get_workflow_handle(handle.id).describe()
     assert latest.status == WorkflowExecutionStatus.COMPLETED
