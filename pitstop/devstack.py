@@ -48,7 +48,7 @@ from collections.abc import AsyncIterator, Iterator, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from datetime import timedelta
 from pathlib import Path
-from typing import Literal
+from typing import Literal, cast
 
 import httpx
 from pydantic import BaseModel, ConfigDict, Field
@@ -319,7 +319,6 @@ class DevStack:
         self.config = config or StackConfig.from_env()
         # Processes started by this object: kept so we can reap them (no zombies) on stop.
         self._children: dict[PartName, subprocess.Popen[bytes]] = {}
-        self._argvs: dict[PartName, list[str]] = {}
 
     # -- where things are -------------------------------------------------------------
     @property
@@ -637,7 +636,6 @@ class DevStack:
             )
         self.pid_file(part).write_text(f"{proc.pid}\n")
         self._children[part] = proc
-        self._argvs[part] = argv
         return proc
 
     def _stop_pid(self, part: PartName, pid: int, grace: float) -> None:
@@ -725,12 +723,12 @@ class DevStack:
         detail = ""
         restarts = 0
         while True:
-            exited = proc is not None and proc.poll() is not None
-            if exited and restarts < _RESTARTS_ON_PORT_RACE and self._lost_port_race(part):
-                restarts += 1
-                proc = self._spawn(part, self._argvs[part])
-                continue
             if proc is not None and proc.poll() is not None:
+                if restarts < _RESTARTS_ON_PORT_RACE and self._lost_port_race(part):
+                    restarts += 1
+                    # The same command line again (`_spawn` always passes a list).
+                    proc = self._spawn(part, list(cast("list[str]", proc.args)))
+                    continue
                 raise HealthCheckError(
                     f"{part} exited with code {proc.returncode} while starting; "
                     f"last lines of {self.log_file(part)}:\n{_tail(self.log_file(part))}"

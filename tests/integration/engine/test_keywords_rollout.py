@@ -9,11 +9,13 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Iterable
+from typing import Any
 
 import pytest
 from temporalio.api.enums.v1 import EventType
-from temporalio.client import Client, WorkflowExecutionStatus
+from temporalio.client import Client, WorkflowExecutionStatus, WorkflowHandle
 
+from pitstop.contracts import RunReport
 from tests.integration.engine.conftest import RunFn, StartFn, hosts_inventory
 from tests.testmodules import CALLS, RECORDS, CallRecord
 from workflows import run_hosts
@@ -29,6 +31,23 @@ def max_overlap(records: Iterable[CallRecord]) -> int:
         running += step
         peak = max(peak, running)
     return peak
+
+
+async def launched_before_handing_over(client: Client, handle: WorkflowHandle[Any, RunReport]) -> int:
+    """Children the run's first execution started before it continued as new; a later
+    execution took the remaining hosts and completed the run."""
+    first = client.get_workflow_handle(handle.id, run_id=handle.first_execution_run_id)
+    assert (await first.describe()).status == WorkflowExecutionStatus.CONTINUED_AS_NEW
+    latest = await client.get_workflow_handle(handle.id).describe()
+    assert latest.run_id != handle.first_execution_run_id
+    assert latest.status == WorkflowExecutionStatus.COMPLETED
+    return len(
+        [
+            e
+            async for e in first.fetch_history_events()
+            if e.event_type == EventType.EVENT_TYPE_START_CHILD_WORKFLOW_EXECUTION_INITIATED
+        ]
+    )
 
 
 def stage_records(stage: str) -> list[CallRecord]:
@@ -238,17 +257,7 @@ async def test_run_continues_as_new_and_every_host_runs_exactly_once(
     assert sorted(h for h, _, _ in CALLS) == [f"h{i:02d}" for i in range(8)]
     assert sorted(h.host for h in report.stages[0].hosts) == [f"h{i:02d}" for i in range(8)]
 
-    first = temporal_client.get_workflow_handle(handle.id, run_id=handle.first_execution_run_id)
-    assert (await first.describe()).status == WorkflowExecutionStatus.CONTINUED_AS_NEW
-    launched = [
-        e
-        async for e in first.fetch_history_events()
-        if e.event_type == EventType.EVENT_TYPE_START_CHILD_WORKFLOW_EXECUTION_INITIATED
-    ]
-    assert len(launched) == 3
-    latest = await temporal_client.get_workflow_handle(handle.id).describe()
-    assert latest.run_id != handle.first_execution_run_id
-    assert latest.status == WorkflowExecutionStatus.COMPLETED
+    assert await launched_before_handing_over(temporal_client, handle) == 3
 
 
 async def test_a_history_past_its_budget_continues_as_new_and_every_host_runs_exactly_once(
@@ -272,14 +281,5 @@ async def test_a_history_past_its_budget_continues_as_new_and_every_host_runs_ex
     assert report.status == "succeeded", report.msg
     assert sorted(h for h, _, _ in CALLS) == [f"h{i:02d}" for i in range(8)]
 
-    first = temporal_client.get_workflow_handle(handle.id, run_id=handle.first_execution_run_id)
-    assert (await first.describe()).status == WorkflowExecutionStatus.CONTINUED_AS_NEW
-    events = [e async for e in first.fetch_history_events()]
-    launched = [
-        e for e in events if e.event_type == EventType.EVENT_TYPE_START_CHILD_WORKFLOW_EXECUTION_INITIATED
-    ]
     # Not every host fitted, though launches were allowed (2000 per execution by default).
-    assert 1 <= len(launched) < 8
-    # A later execution took the remaining hosts and ended the run (each host ran once: CALLS).
-    latest = await temporal_client.get_workflow_handle(handle.id).describe()
-    assert latest.status == WorkflowExecutionStatus.COMPLETED
+    assert 1 <= await launched_before_handing_over(temporal_client, handle) < 8
